@@ -1,0 +1,26 @@
+"""The ``ftplat`` console script."""
+
+from __future__ import annotations
+
+import sys
+
+COMMANDS = {
+    "sweep": ("ftplat.cli.sweep", "run a hyperparameter sweep"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help"} or argv[0] not in COMMANDS:
+        lines = ["usage: ftplat COMMAND [args]", "", "commands:"]
+        lines += [f"  {name:<12} {help_}" for name, (_, help_) in COMMANDS.items()]
+        print("\n".join(lines), file=sys.stderr if argv and argv[0] not in {"-h", "--help"} else sys.stdout)
+        return 0 if argv and argv[0] in {"-h", "--help"} else 2
+    import importlib
+
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    return module.main(argv[1:], prog=f"ftplat {argv[0]}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Reading configs from YAML and ``key=value`` overrides, with errors that name the field."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ftplat.config.schema import JobConfig, looks_like_local_path
+from ftplat.config.search_space import SearchSpaceConfig, check_against_job
+
+M = TypeVar("M", bound=BaseModel)
+
+_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+#: Prefix that sends a command-line override to the search space instead of the job config.
+SEARCH_PREFIX = "search."
+
+
+class ConfigError(ValueError):
+    """A user error in a config file or override; the message is one line naming the field."""
+
+
+def _describe_input(value: Any) -> str:
+    if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
+        return f"got the string {value!r}: write it as a YAML number such as 1.0e-5 (with a dot)"
+    text = repr(value)
+    return f"got {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
+    """One line per problem: ``<yaml.path>: <what is wrong>; <what was given>``."""
+    lines = []
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
+        # Discriminated unions put the tag name in the path; it is not a YAML key.
+        loc = [p for p in loc if p not in {"loguniform", "uniform", "int", "choice", "fifo", "asha"}]
+        path = ".".join([prefix] + loc if prefix else loc) or "(top level)"
+        kind = err["type"]
+        msg = err["msg"].removeprefix("Value error, ")
+        if kind == "extra_forbidden":
+            msg = "unknown key (check the spelling; see the config reference in README.md)"
+        elif kind in {"float_type", "int_type", "bool_type", "string_type", "literal_error"} or kind.endswith("_parsing"):
+            msg = f"{msg}; {_describe_input(err.get('input'))}"
+        lines.append(f"{path}: {msg}")
+    return "; ".join(lines)
+
+
+def validate(model: type[M], data: Any, *, source: str, prefix: str = "") -> M:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys to values, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {format_validation_error(exc, prefix=prefix)}") from None
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data or {}
+
+
+def parse_override_value(text: str) -> Any:
+    """Parse the right side of ``key=value``: YAML scalars, and ``2e-5`` as a number (on the
+    command line nobody means the string)."""
+    if _FLOAT_RE.match(text.strip()) and not text.strip().lstrip("+-").isdigit():
+        return float(text)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(
+    data: dict[str, Any], overrides: list[str], *, source: str = "override", dotted_sections: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Return a copy of ``data`` with ``a.b.c=value`` overrides applied.
+
+    Under a section named in ``dotted_sections`` the rest of the key is one name: the search
+    space's ``parameters.training.learning_rate`` sets the parameter ``training.learning_rate``.
+    """
+    data = copy.deepcopy(data)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"{source} {item!r}: expected key=value, e.g. training.learning_rate=3.0e-5")
+        key, _, raw = item.partition("=")
+        parts = key.strip().split(".")
+        if len(parts) > 2 and parts[0] in dotted_sections:
+            parts = [parts[0], ".".join(parts[1:])]
+        if not all(parts):
+            raise ConfigError(f"{source} {item!r}: empty segment in key {key!r}")
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{source} {item!r}: {part!r} is a value, not a section")
+            node = child
+        node[parts[-1]] = parse_override_value(raw)
+    return data
+
+
+def set_dotted(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of ``data`` with ``{"a.b": v}`` assignments applied (trial parameters)."""
+    data = copy.deepcopy(data)
+    for path, value in values.items():
+        node = data
+        *head, last = path.split(".")
+        for part in head:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return data
+
+
+def resolve_local_paths(job: JobConfig) -> JobConfig:
+    """Make local paths absolute: Ray workers run in another cwd (and on other nodes)."""
+
+    def absolute(value: str) -> str:
+        if looks_like_local_path(value) and "://" not in value:
+            return str(Path(value).expanduser().resolve())
+        return value
+
+    return job.model_copy(
+        update={
+            "model": job.model.model_copy(update={"name_or_path": absolute(job.model.name_or_path)}),
+            "data": job.data.model_copy(update={"source": absolute(job.data.source)}),
+            "storage": job.storage.model_copy(
+                update={"storage_path": absolute(job.storage.storage_path)}
+            ),
+        }
+    )
+
+
+def load_sweep_configs(
+    config_path: str | Path | None,
+    search_space_path: str | Path | None,
+    overrides: list[str] = (),
+) -> tuple[JobConfig, SearchSpaceConfig]:
+    """Load, override and validate the job config and the search space.
+
+    Overrides starting with ``search.`` go to the search space, the rest to the job config.
+    Missing files mean the embedded defaults (the IMDB recipe and its default space).
+    """
+    job_overrides = [o for o in overrides if not o.startswith(SEARCH_PREFIX)]
+    space_overrides = [o[len(SEARCH_PREFIX) :] for o in overrides if o.startswith(SEARCH_PREFIX)]
+
+    job_source = str(config_path) if config_path else "job config"
+    job_data = read_yaml(config_path) if config_path else {}
+    job_data = apply_overrides(job_data, job_overrides)
+    job = resolve_local_paths(validate(JobConfig, job_data, source=job_source))
+
+    space_source = str(search_space_path) if search_space_path else "search space"
+    space_data = read_yaml(search_space_path) if search_space_path else {}
+    space_data = apply_overrides(space_data, space_overrides, dotted_sections=("parameters",))
+    space = validate(SearchSpaceConfig, space_data, source=space_source)
+    try:
+        check_against_job(space, job)
+    except ValueError as exc:
+        raise ConfigError(f"{space_source}: {exc}") from None
+    check_parameter_values(space, job, source=space_source)
+    return job, space
+
+
+def _candidate_values(param: Any) -> list[Any]:
+    return list(param.values) if param.type == "choice" else [param.low, param.high]
+
+
+def check_parameter_values(space: SearchSpaceConfig, job: JobConfig, *, source: str) -> None:
+    """Every value a parameter can take must give a valid job config (checked at the ends of
+    each range), so no trial fails on a value the sweep itself proposed."""
+    base = job.model_dump()
+    for path, param in space.parameters.items():
+        for value in _candidate_values(param):
+            try:
+                JobConfig.model_validate(set_dotted(base, {path: value}))
+            except ValidationError as exc:
+                raise ConfigError(
+                    f"{source}: parameters.{path} can take {value!r}, which the job config refuses: "
+                    f"{format_validation_error(exc)}"
+                ) from None

@@ -1,0 +1,167 @@
+"""The search space: which job-config fields a sweep varies, and how the winner is chosen.
+
+Parameters are dotted paths into :class:`~ftplat.config.schema.JobConfig`
+(``training.learning_rate``), each with a distribution. ``scope`` has Ray Tune's
+``ExperimentAnalysis.get_best_trial(scope=...)`` meaning and is used everywhere: the searcher,
+the scheduler and the final choice all see the same score.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from ftplat.config.schema import JobConfig, StrictModel, normalize_eval_metric
+
+SCOPES = ("last", "avg", "last-5-avg", "last-10-avg", "all")
+Scope = Literal["last", "avg", "last-5-avg", "last-10-avg", "all"]
+
+
+class _Range(StrictModel):
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+class LogUniformParam(_Range):
+    type: Literal["loguniform"]
+
+    @model_validator(mode="after")
+    def _positive(self):
+        if self.low <= 0:
+            raise ValueError(f"loguniform needs low > 0, got {self.low}")
+        return self
+
+
+class UniformParam(_Range):
+    type: Literal["uniform"]
+
+
+class IntParam(StrictModel):
+    type: Literal["int"]
+    low: int
+    high: int
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        return self
+
+
+class ChoiceParam(StrictModel):
+    type: Literal["choice"]
+    values: list[Any] = Field(min_length=1)
+
+
+Param = Annotated[
+    Union[LogUniformParam, UniformParam, IntParam, ChoiceParam], Field(discriminator="type")
+]
+
+
+class ObjectiveConfig(StrictModel):
+    metric: str = "eval_accuracy"
+    """An evaluation metric: eval_accuracy, eval_f1 or eval_loss."""
+    mode: Literal["max", "min"] = "max"
+
+    @field_validator("metric")
+    @classmethod
+    def _known(cls, value):
+        return normalize_eval_metric(value, field="metric")
+
+
+class FifoSchedulerConfig(StrictModel):
+    type: Literal["fifo"]
+
+
+class AshaSchedulerConfig(StrictModel):
+    type: Literal["asha"]
+    grace_period: int = Field(default=1, ge=1)
+    """Evaluations every trial gets before it can be stopped."""
+    reduction_factor: float = Field(default=2.0, gt=1)
+    max_t: int | None = Field(default=None, ge=1)
+    """Evaluations of a full trial; default: the epoch count when evaluating per epoch."""
+
+
+SchedulerConfig = Annotated[
+    Union[FifoSchedulerConfig, AshaSchedulerConfig], Field(discriminator="type")
+]
+
+
+def _default_parameters() -> dict[str, Any]:
+    return {
+        "training.learning_rate": LogUniformParam(type="loguniform", low=1.0e-5, high=1.0e-4),
+        "training.warmup_steps": UniformParam(type="uniform", low=0.0, high=0.2),
+        "training.weight_decay": UniformParam(type="uniform", low=0.0, high=0.1),
+    }
+
+
+class SearchSpaceConfig(StrictModel):
+    """A sweep: what varies, what is optimised, and how many trials run."""
+
+    parameters: dict[str, Param] = Field(default_factory=_default_parameters)
+    objective: ObjectiveConfig = ObjectiveConfig()
+    scope: Scope = "last"
+    """How a trial's evaluations become one score: its last, the mean of all, of the last 5
+    or 10, or its best ("all")."""
+    num_samples: int = Field(default=8, ge=1)
+    """Number of trials."""
+    seed: int = 0
+    """Seed of Optuna's TPE sampler: the same seed proposes the same trials."""
+    scheduler: SchedulerConfig = FifoSchedulerConfig(type="fifo")
+    points_to_evaluate: list[dict[str, Any]] = []
+    """Trials to run first, as {parameter path: value} (e.g. the recipe's own settings)."""
+
+    @field_validator("parameters")
+    @classmethod
+    def _not_empty(cls, value):
+        if not value:
+            raise ValueError("is empty; name at least one parameter, e.g. training.learning_rate")
+        return value
+
+    @model_validator(mode="after")
+    def _points_cover_parameters(self):
+        for i, point in enumerate(self.points_to_evaluate):
+            if set(point) != set(self.parameters):
+                raise ValueError(
+                    f"points_to_evaluate[{i}] must set exactly the parameters "
+                    f"{sorted(self.parameters)}, got {sorted(point)}"
+                )
+        return self
+
+
+def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
+    """Raise ``ValueError`` naming the parameter when a path or range does not fit ``job``."""
+    job_dict = job.model_dump()
+    for path, param in space.parameters.items():
+        node: Any = job_dict
+        parts = path.split(".")
+        for depth, part in enumerate(parts):
+            if not isinstance(node, dict) or part not in node:
+                where = ".".join(parts[:depth]) or "the job config"
+                raise ValueError(
+                    f"search space parameters.{path}: {part!r} is not a field of {where}"
+                )
+            node = node[part]
+        if isinstance(node, dict):
+            raise ValueError(f"search space parameters.{path}: is a section, name one of its fields")
+        if path == "training.warmup_steps" and isinstance(param, (UniformParam, LogUniformParam)):
+            if param.low < 1 <= param.high:
+                raise ValueError(
+                    f"search space parameters.{path}: range [{param.low}, {param.high}] mixes a "
+                    "warmup ratio (< 1) with a step count (>= 1); keep both ends on one side of 1"
+                )
+    if space.objective.metric == job.training.metric_for_best_model:
+        same_direction = (space.objective.mode == "max") == job.training.resolved_greater_is_better
+        if not same_direction:
+            raise ValueError(
+                f"objective.mode {space.objective.mode!r} contradicts training.greater_is_better for "
+                f"{job.training.metric_for_best_model}"
+            )

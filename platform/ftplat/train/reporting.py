@@ -1,0 +1,68 @@
+"""Reporting each evaluation to Ray Train, with its checkpoint and the scope objective.
+
+Ray's ``RayTrainReportCallback`` merges the whole log history (so eval metrics can be stale),
+uploads from every rank, and knows nothing of ray_scope. This callback reports once per
+evaluation with that evaluation's own metrics, uploads each node's checkpoint files once,
+and adds ``objective``: the trial's running score under the sweep's scope, computed from the
+evaluation history the Trainer keeps in its state (so it survives a resume).
+"""
+
+from __future__ import annotations
+
+import os
+
+import ray.train
+import torch.distributed as dist
+from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from ftplat.tune.scope import compute_scope_stats, scope_score
+
+OBJECTIVE_KEY = "objective"
+CHECKPOINT_NAME_KEY = "checkpoint_name"
+
+
+def build_report_metrics(log_history: list[dict], *, metric: str, mode: str, scope: str, step: int) -> dict:
+    """Metrics of the latest evaluation plus the running scope objective and the last train loss."""
+    evals = [entry for entry in log_history if metric in entry]
+    assert evals, f"on_save without a preceding evaluation logging {metric}"
+    latest = evals[-1]
+    stats = compute_scope_stats(enumerate((e[metric] for e in evals), start=1))
+    metrics = {k: v for k, v in latest.items() if k.startswith("eval_") or k == "epoch"}
+    losses = [entry["loss"] for entry in log_history if "loss" in entry]
+    if losses:
+        metrics["train_loss"] = losses[-1]
+    metrics.update(
+        {
+            "step": step,
+            "num_evaluations": len(evals),
+            OBJECTIVE_KEY: scope_score(stats, scope, mode),
+            CHECKPOINT_NAME_KEY: f"{PREFIX_CHECKPOINT_DIR}-{step}",
+        }
+    )
+    return metrics
+
+
+class RayScopeReportCallback(TrainerCallback):
+    """Report to Ray Train after every save (the config makes every evaluation save)."""
+
+    def __init__(self, *, metric: str, mode: str, scope: str, local_rank: int):
+        self.metric, self.mode, self.scope = metric, mode, scope
+        self.local_rank = local_rank
+
+    def on_save(self, args, state, control, **kwargs):
+        metrics = build_report_metrics(
+            state.log_history, metric=self.metric, mode=self.mode, scope=self.scope, step=state.global_step
+        )
+        name = metrics[CHECKPOINT_NAME_KEY]
+        if dist.is_available() and dist.is_initialized():
+            # Every rank has written its part of the checkpoint (rng state, ZeRO shards)
+            # before any node uploads its folder.
+            dist.barrier()
+        checkpoint = None
+        local_dir = os.path.join(args.output_dir, name)
+        # One upload per node: the node's ranks share output_dir, and Ray merges the
+        # per-node folders into one checkpoint in storage.
+        if self.local_rank == 0 and os.path.isdir(local_dir):
+            checkpoint = ray.train.Checkpoint.from_directory(local_dir)
+        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)

@@ -1,0 +1,85 @@
+"""``train_fn_per_worker``: the Hugging Face Trainer inside one Ray Train worker."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import ray
+import ray.train
+import torch
+from ray.train.huggingface.transformers import prepare_trainer
+from transformers import DataCollatorWithPadding, Trainer
+
+from ftplat.config.schema import JobConfig
+from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
+from ftplat.train.arguments import build_training_arguments
+from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
+from ftplat.train.reporting import RayScopeReportCallback
+
+logger = logging.getLogger(__name__)
+
+
+def build_scratch_dir(run_name: str) -> str:
+    """Node-local HF output_dir, shared by the ranks of one node (like torchrun)."""
+    return os.path.join(tempfile.gettempdir(), "ftplat-scratch", run_name)
+
+
+def train_fn_per_worker(config: dict[str, Any]) -> dict[str, Any]:
+    """Train one trial's model on this worker.
+
+    ``config`` holds plain data only: ``job`` (a JobConfig dict with the trial's values
+    applied), ``objective`` (``metric``, ``mode``, ``scope``) and ``data_ref`` (a one-item list
+    with the object-store reference of the tokenized tables built once per sweep).
+    """
+    job = JobConfig.model_validate(config["job"])
+    objective = config["objective"]
+    ctx = ray.train.get_context()
+    torch.set_num_threads(max(1, int(job.resources.cpus_per_worker)))
+
+    tables = ray.get(config["data_ref"][0])
+    train_ds, eval_ds = build_torch_dataset(tables[TRAIN]), build_torch_dataset(tables[EVAL])
+
+    output_dir = build_scratch_dir(ctx.get_experiment_name())
+    args = build_training_arguments(job, output_dir=output_dir, report_to=config.get("report_to"))
+    tokenizer = build_tokenizer(job.model)
+    model = build_model(job.model)
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_classification_metrics,
+        callbacks=[
+            RayScopeReportCallback(
+                metric=objective["metric"],
+                mode=objective["mode"],
+                scope=objective["scope"],
+                local_rank=ctx.get_local_rank(),
+            )
+        ],
+    )
+    trainer = prepare_trainer(trainer)
+
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as resume_dir:
+            logger.info("Resuming from %s", resume_dir)
+            output = trainer.train(resume_from_checkpoint=resume_dir)
+    else:
+        output = trainer.train()
+
+    result = {
+        "global_step": output.global_step,
+        "train_loss": output.training_loss,
+        "best_metric": trainer.state.best_metric,
+        "best_model_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
+    }
+    if ctx.get_local_rank() == 0:
+        shutil.rmtree(output_dir, ignore_errors=True)
+    return result

@@ -1,0 +1,68 @@
+"""Turning the search-space config into Tune distributions, the Optuna searcher and a scheduler."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from ftplat.config.schema import JobConfig
+from ftplat.config.search_space import SearchSpaceConfig
+
+
+def build_param_space(space: SearchSpaceConfig) -> dict[str, Any]:
+    """``{dotted.path: tune distribution}``; Optuna receives the same via Tune's conversion."""
+    out: dict[str, Any] = {}
+    for path, p in space.parameters.items():
+        if p.type == "loguniform":
+            out[path] = tune.loguniform(p.low, p.high)
+        elif p.type == "uniform":
+            out[path] = tune.uniform(p.low, p.high)
+        elif p.type == "int":
+            # Tune's randint excludes the upper bound; the config's high is inclusive.
+            out[path] = tune.lograndint(p.low, p.high + 1) if p.log else tune.randint(p.low, p.high + 1)
+        else:
+            out[path] = tune.choice(list(p.values))
+    return out
+
+
+def build_search_alg(space: SearchSpaceConfig) -> OptunaSearch:
+    # metric and mode come from TuneConfig (the "objective" key), set once for everything.
+    return OptunaSearch(
+        seed=space.seed,
+        points_to_evaluate=[dict(p) for p in space.points_to_evaluate] or None,
+    )
+
+
+def build_max_evaluations(job: JobConfig) -> int | None:
+    """Evaluations a full trial makes, when it can be known from the config."""
+    t = job.training
+    if t.max_steps > 0 and t.eval_strategy == "steps":
+        return max(1, t.max_steps // t.eval_steps)
+    if t.max_steps <= 0 and t.eval_strategy == "epoch":
+        return math.ceil(t.num_train_epochs)
+    return None
+
+
+def build_scheduler(space: SearchSpaceConfig, job: JobConfig) -> TrialScheduler:
+    sched = space.scheduler
+    if sched.type == "fifo":
+        return FIFOScheduler()
+    max_t = sched.max_t or build_max_evaluations(job)
+    if max_t is None:
+        raise ValueError(
+            "scheduler.max_t is required for ASHA when the number of evaluations per trial "
+            "cannot be derived (set it to the evaluations of a full trial)"
+        )
+    if sched.grace_period > max_t:
+        raise ValueError(f"scheduler.grace_period ({sched.grace_period}) exceeds max_t ({max_t})")
+    # One Tune iteration is one evaluation report, so grace_period and max_t count evaluations.
+    return ASHAScheduler(
+        time_attr="training_iteration",
+        max_t=max_t,
+        grace_period=sched.grace_period,
+        reduction_factor=sched.reduction_factor,
+    )

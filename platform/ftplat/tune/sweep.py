@@ -1,0 +1,124 @@
+"""``run_sweep``: tokenize once, run Tune + Optuna over TorchTrainer trials, summarise."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from typing import Any
+
+import ray
+from ray import tune
+
+from ftplat.config.schema import JobConfig
+from ftplat.config.search_space import SearchSpaceConfig
+from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables
+from ftplat.runtime import run_ray_init
+from ftplat.storage import check_writable, join_uri, path_exists, write_json
+from ftplat.train.reporting import OBJECTIVE_KEY
+from ftplat.tune.spaces import build_param_space, build_scheduler, build_search_alg
+from ftplat.tune.summary import SUMMARY_FILE, build_summary, format_summary_table
+from ftplat.tune.trial import train_driver_fn
+from ftplat.versions import collect_versions
+
+logger = logging.getLogger(__name__)
+
+SWEEP_CONFIG_FILE = "sweep_config.json"
+
+
+def build_sweep_name(job: JobConfig) -> str:
+    if job.storage.sweep_name:
+        return job.storage.sweep_name
+    return "sweep-" + dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+
+
+def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_name: str, *, resume: bool) -> str:
+    """Checks that need no cluster; returns the sweep's storage URI. Raises ``ValueError``."""
+    build_scheduler(space, job)  # ASHA settings that contradict the job config
+    sweep_path = join_uri(job.storage.storage_path, sweep_name)
+    exists = path_exists(join_uri(sweep_path, SWEEP_CONFIG_FILE))
+    if exists and not resume:
+        raise ValueError(
+            f"storage.sweep_name {sweep_name!r} already exists under {job.storage.storage_path}; "
+            "pass --resume to continue it, or choose another storage.sweep_name"
+        )
+    if resume and not exists:
+        raise ValueError(f"--resume: no sweep {sweep_name!r} under {job.storage.storage_path} to resume")
+    check_writable(job.storage.storage_path)
+    return sweep_path
+
+
+def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sweep_path: str,
+                data_ref: ray.ObjectRef, resume: bool) -> tune.Tuner:
+    objective = {"metric": space.objective.metric, "mode": space.objective.mode, "scope": space.scope}
+    trainable = tune.with_resources(
+        tune.with_parameters(
+            train_driver_fn,
+            job=job.model_dump(),
+            objective=objective,
+            sweep_path=sweep_path,
+            # Wrapped in a list so Tune passes the reference on instead of fetching the data
+            # into every trial driver; workers fetch it from the object store.
+            data_ref=[data_ref],
+        ),
+        {"CPU": job.resources.trial_driver_cpus},
+    )
+    if resume:
+        return tune.Tuner.restore(sweep_path, trainable=trainable, resume_unfinished=True, resume_errored=True)
+    return tune.Tuner(
+        trainable,
+        param_space=build_param_space(space),
+        tune_config=tune.TuneConfig(
+            metric=OBJECTIVE_KEY,
+            mode=space.objective.mode,
+            search_alg=build_search_alg(space),
+            scheduler=build_scheduler(space, job),
+            num_samples=space.num_samples,
+            max_concurrent_trials=job.resources.max_concurrent_trials,
+        ),
+        run_config=tune.RunConfig(name=sweep_name, storage_path=job.storage.storage_path, verbose=1),
+    )
+
+
+def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False) -> dict[str, Any]:
+    """Run a whole sweep and return its summary (also written to ``<sweep>/summary.json``).
+
+    Validation and storage checks happen before Ray starts, so a bad config costs nothing.
+    """
+    sweep_name = build_sweep_name(job)
+    sweep_path = check_sweep_preconditions(job, space, sweep_name, resume=resume)
+    started = time.perf_counter()
+    tables = build_tokenized_tables(job.data, job.model)
+    data_stats = tables.pop("stats")
+
+    started_ray = run_ray_init(job.resources)
+    try:
+        if not resume:
+            write_json(
+                join_uri(sweep_path, SWEEP_CONFIG_FILE),
+                {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")},
+            )
+        data_ref = ray.put({TRAIN: tables[TRAIN], EVAL: tables[EVAL]})
+        tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
+                            data_ref=data_ref, resume=resume)
+        logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, sweep_path)
+        grid = tuner.fit()
+        summary = build_summary(
+            tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
+            sweep_name=sweep_name,
+            sweep_path=sweep_path,
+            job=job,
+            space=space,
+            extra={
+                "data": data_stats,
+                "wall_seconds": round(time.perf_counter() - started, 1),
+                "versions": collect_versions(),
+            },
+        )
+    finally:
+        if started_ray:
+            ray.shutdown()
+    write_json(join_uri(sweep_path, SUMMARY_FILE), summary)
+    print(format_summary_table(summary), flush=True)
+    print(f"Summary: {join_uri(sweep_path, SUMMARY_FILE)}", flush=True)
+    return summary

@@ -1,0 +1,77 @@
+"""``train_driver_fn``: one Tune trial drives one Ray Train run (the Train V2 pattern)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ray.train
+import ray.tune
+from ray.train.torch import TorchTrainer
+from ray.tune.integration.ray_train import TuneReportCallback
+
+from ftplat.config.loading import set_dotted
+from ftplat.config.schema import JobConfig
+from ftplat.train.worker import train_fn_per_worker
+
+logger = logging.getLogger(__name__)
+
+
+def build_train_run_name(trial_id: str) -> str:
+    """The Train run of a trial is named by the trial id: a restarted trial finds its
+    checkpoints again under the same name."""
+    return f"train-{trial_id}"
+
+
+def build_torch_trainer(
+    job: JobConfig,
+    *,
+    run_name: str,
+    sweep_path: str,
+    train_loop_config: dict[str, Any],
+    callbacks: list,
+) -> TorchTrainer:
+    res = job.resources
+    per_worker = {"CPU": res.cpus_per_worker}
+    if res.use_gpu:
+        per_worker["GPU"] = res.gpus_per_worker
+    return TorchTrainer(
+        train_fn_per_worker,
+        train_loop_config=train_loop_config,
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=res.num_workers, use_gpu=res.use_gpu, resources_per_worker=per_worker
+        ),
+        run_config=ray.train.RunConfig(
+            name=run_name,
+            storage_path=sweep_path,
+            failure_config=ray.train.FailureConfig(max_failures=res.max_failures),
+            # Every report carries the metric, so the ranking never meets a missing score.
+            # Retention in storage is ftplat's (HF save_total_limit semantics), not Ray's.
+            checkpoint_config=ray.train.CheckpointConfig(
+                num_to_keep=None,
+                checkpoint_score_attribute=job.training.metric_for_best_model,
+                checkpoint_score_order="max" if job.training.resolved_greater_is_better else "min",
+            ),
+            callbacks=callbacks,
+        ),
+    )
+
+
+def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: dict[str, Any],
+                    sweep_path: str, data_ref: list) -> None:
+    """Run one trial: apply the sampled values to the job config and fit a TorchTrainer.
+
+    ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
+    once per sweep with ``tune.with_parameters``.
+    """
+    trial_id = ray.tune.get_context().get_trial_id()
+    trial_job = JobConfig.model_validate(set_dotted(job, config))
+    trainer = build_torch_trainer(
+        trial_job,
+        run_name=build_train_run_name(trial_id),
+        sweep_path=sweep_path,
+        train_loop_config={"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref},
+        callbacks=[TuneReportCallback()],
+    )
+    # Returning a value would make Tune record one more result; the reports are the results.
+    trainer.fit()

@@ -1,0 +1,68 @@
+"""Offline test assets: a tiny BERT built from a config, a WordPiece tokenizer trained on the
+fly, and a synthetic sentiment data set in the IMDB layout (train/test parquet, text/label)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+POSITIVE = ["great", "wonderful", "superb", "loved", "brilliant", "moving", "fun", "best", "charming", "delight"]
+NEGATIVE = ["awful", "boring", "terrible", "hated", "dull", "worst", "mess", "waste", "bland", "painful"]
+NEUTRAL = ["movie", "film", "plot", "actor", "scene", "story", "the", "a", "was", "and", "this", "it",
+           "director", "cast", "ending", "music", "really", "quite", "very", "some"]
+
+
+def build_sentiment_rows(n: int, seed: int, noise: float = 0.15) -> dict[str, list]:
+    """Reviews whose label follows their sentiment words, with ``noise`` of labels flipped so
+    accuracy depends on how well a trial trains."""
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for i in range(n):
+        label = i % 2
+        words = [rng.choice(NEUTRAL) for _ in range(rng.randint(8, 20))]
+        cue = POSITIVE if label else NEGATIVE
+        other = NEGATIVE if label else POSITIVE
+        for _ in range(rng.randint(1, 3)):
+            words.insert(rng.randrange(len(words)), rng.choice(cue))
+        if rng.random() < 0.3:
+            words.insert(rng.randrange(len(words)), rng.choice(other))
+        if rng.random() < noise:
+            label = 1 - label
+        texts.append(" ".join(words))
+        labels.append(label)
+    return {"text": texts, "label": labels}
+
+
+def write_sentiment_dataset(root: Path, n_train: int = 256, n_eval: int = 128) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(build_sentiment_rows(n_train, seed=1)), root / "train.parquet")
+    pq.write_table(pa.table(build_sentiment_rows(n_eval, seed=2)), root / "test.parquet")
+    return root
+
+
+def write_tiny_bert(root: Path) -> Path:
+    """Save a 2-layer, 32-wide BERT and its tokenizer (trained here) to ``root``."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    root.mkdir(parents=True, exist_ok=True)
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    corpus = build_sentiment_rows(500, seed=0)["text"] + ["i love this movie", "i hate this movie"]
+    tok.train_from_iterator(corpus, trainers.WordPieceTrainer(vocab_size=200, special_tokens=special))
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))],
+    )
+    fast = BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                             cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    fast.save_pretrained(root)
+    config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+    BertForSequenceClassification(config).save_pretrained(root)
+    return root
