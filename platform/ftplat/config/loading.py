@@ -136,8 +136,10 @@ def resolve_local_paths(job: JobConfig) -> JobConfig:
         update={
             "model": job.model.model_copy(update={"name_or_path": absolute(job.model.name_or_path)}),
             "data": job.data.model_copy(update={"source": absolute(job.data.source)}),
+            # Storage is always a filesystem path unless it is a URI, even before it exists.
             "storage": job.storage.model_copy(
-                update={"storage_path": absolute(job.storage.storage_path)}
+                update={"storage_path": job.storage.storage_path if "://" in job.storage.storage_path
+                        else str(Path(job.storage.storage_path).expanduser().resolve())}
             ),
         }
     )

@@ -22,7 +22,7 @@ EVAL_METRICS = ("accuracy", "f1", "loss")
 class StrictModel(BaseModel):
     """Base for every config section: unknown keys are errors, no str->number coercion."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
 
 
 def normalize_eval_metric(name: str, *, field: str) -> str:

@@ -158,10 +158,9 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
                     f"search space parameters.{path}: range [{param.low}, {param.high}] mixes a "
                     "warmup ratio (< 1) with a step count (>= 1); keep both ends on one side of 1"
                 )
-    if space.objective.metric == job.training.metric_for_best_model:
-        same_direction = (space.objective.mode == "max") == job.training.resolved_greater_is_better
-        if not same_direction:
-            raise ValueError(
-                f"objective.mode {space.objective.mode!r} contradicts training.greater_is_better for "
-                f"{job.training.metric_for_best_model}"
-            )
+    natural = "min" if space.objective.metric == "eval_loss" else "max"
+    if space.objective.mode != natural:
+        raise ValueError(
+            f"objective.mode {space.objective.mode!r} for {space.objective.metric}: that metric is "
+            f"{'minimised' if natural == 'min' else 'maximised'}; use mode: {natural}"
+        )

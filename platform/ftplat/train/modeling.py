@@ -14,7 +14,14 @@ logger = logging.getLogger(__name__)
 
 
 def build_tokenizer(cfg: ModelConfig):
-    return AutoTokenizer.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+    try:
+        return AutoTokenizer.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
+    except OSError as exc:
+        # Hub ids fail the same way when the hub is unreachable; say what to do about both.
+        raise ValueError(
+            f"model.name_or_path {cfg.name_or_path!r} could not be loaded ({str(exc).splitlines()[0]}); "
+            "give a local model directory or a reachable hub id"
+        ) from None
 
 
 def build_model(cfg: ModelConfig) -> PreTrainedModel:

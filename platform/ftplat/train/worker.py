@@ -1,4 +1,4 @@
-"""``train_fn_per_worker``: the Hugging Face Trainer inside one Ray Train worker."""
+"""The Hugging Face Trainer inside one Ray Train worker (``train_fn_per_worker`` calls ``run_worker``)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def build_scratch_dir(run_name: str) -> str:
     return os.path.join(tempfile.gettempdir(), "ftplat-scratch", run_name)
 
 
-def train_fn_per_worker(config: dict[str, Any]) -> dict[str, Any]:
+def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     """Train one trial's model on this worker.
 
     ``config`` holds plain data only: ``job`` (a JobConfig dict with the trial's values
@@ -77,6 +77,8 @@ def train_fn_per_worker(config: dict[str, Any]) -> dict[str, Any]:
     result = {
         "global_step": output.global_step,
         "train_loss": output.training_loss,
+        "train_runtime": output.metrics.get("train_runtime"),
+        "train_samples_per_second": output.metrics.get("train_samples_per_second"),
         "best_metric": trainer.state.best_metric,
         "best_model_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
     }

@@ -11,10 +11,10 @@ from ray.tune import ExperimentAnalysis
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
-from ftplat.storage import join_uri, path_exists, resolve_storage
+from ftplat.storage import join_uri, path_exists, read_json, resolve_storage
 from ftplat.train.reporting import CHECKPOINT_NAME_KEY
 from ftplat.tune.scope import SCOPES, compute_scope_stats, scope_score, select_best
-from ftplat.tune.trial import build_train_run_name
+from ftplat.tune.trial import TRIAL_RESULT_FILE, build_train_run_name
 
 SUMMARY_FILE = "summary.json"
 _HISTORY_KEYS = ("training_iteration", "step", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
@@ -56,6 +56,11 @@ def _read_error(trial) -> str | None:
         return "error (details in the trial folder)"
 
 
+def _read_train_result(run_uri: str) -> dict | None:
+    uri = join_uri(run_uri, TRIAL_RESULT_FILE)
+    return read_json(uri) if path_exists(uri) else None
+
+
 def build_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> dict:
     metric, mode = space.objective.metric, space.objective.mode
     rows = []
@@ -85,6 +90,7 @@ def build_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig
         "scores": {s: _clean(scope_score(stats, s, mode)) for s in SCOPES},
         "best_checkpoint": best_checkpoint,
         "train_run_path": run_uri,
+        "train_result": _read_train_result(run_uri),
         "error": _read_error(trial),
         "history": rows,
         "_stats": stats,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import time
 from typing import Any
 
 import ray
 from ray import tune
 
-from ftplat.config.schema import JobConfig
+from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables
 from ftplat.runtime import run_ray_init
@@ -34,6 +35,10 @@ def build_sweep_name(job: JobConfig) -> str:
 
 def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_name: str, *, resume: bool) -> str:
     """Checks that need no cluster; returns the sweep's storage URI. Raises ``ValueError``."""
+    if looks_like_local_path(job.model.name_or_path) and not os.path.isdir(job.model.name_or_path):
+        raise ValueError(
+            f"model.name_or_path {job.model.name_or_path!r} does not exist; give a model directory or a hub id"
+        )
     build_scheduler(space, job)  # ASHA settings that contradict the job config
     sweep_path = join_uri(job.storage.storage_path, sweep_name)
     exists = path_exists(join_uri(sweep_path, SWEEP_CONFIG_FILE))

@@ -12,7 +12,10 @@ from ray.tune.integration.ray_train import TuneReportCallback
 
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
-from ftplat.train.worker import train_fn_per_worker
+from ftplat.storage import join_uri, write_json
+from ftplat.train.entry import train_fn_per_worker
+
+TRIAL_RESULT_FILE = "trial_result.json"
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +69,15 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     """
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
+    run_name = build_train_run_name(trial_id)
     trainer = build_torch_trainer(
         trial_job,
-        run_name=build_train_run_name(trial_id),
+        run_name=run_name,
         sweep_path=sweep_path,
         train_loop_config={"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref},
         callbacks=[TuneReportCallback()],
     )
-    # Returning a value would make Tune record one more result; the reports are the results.
-    trainer.fit()
+    result = trainer.fit()
+    # Rank 0's return value (train runtime, throughput, best step) is kept beside the
+    # checkpoints; returning it would make Tune record one more result row.
+    write_json(join_uri(sweep_path, run_name, TRIAL_RESULT_FILE), result.return_value or {})

@@ -1,0 +1,118 @@
+"""Overhead of running one trial inside ftplat versus plain ``Trainer.train()``.
+
+Both sides train the same model on the same tokenized data with the same TrainingArguments
+(built by ftplat's one builder), the same collator and metrics, and the same thread count.
+The ftplat side is a real one-trial sweep on a local Ray cluster (Tune trial -> TorchTrainer
+-> one Ray Train worker), started before timing (a cluster serves many trials).
+
+Reported:
+  throughput ratio  = ftplat train samples/s / plain train samples/s  (HF's own train metrics)
+  per-trial overhead = (ftplat trial wall - ftplat train_runtime) - (plain wall - plain train_runtime)
+                       i.e. the seconds a trial costs beyond training, above what plain HF
+                       spends on loading the model and building the Trainer.
+
+Usage (about 3 minutes on 2 CPU cores):
+  python benchmarks/overhead.py --model ../shared/models/all-MiniLM-L6-v2 --data ../shared/data/imdb
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+import ray
+import torch
+from transformers import DataCollatorWithPadding, Trainer
+
+from ftplat.config.loading import load_sweep_configs
+from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables, build_torch_dataset
+from ftplat.train.arguments import build_training_arguments
+from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
+from ftplat.tune.sweep import run_sweep
+
+
+def build_configs(a: argparse.Namespace, storage: str):
+    return load_sweep_configs(None, None, [
+        f"model.name_or_path={a.model}", f"data.source={a.data}", f"data.max_length={a.max_length}",
+        f"data.train_size={a.train_size}", f"data.eval_size={a.eval_size}",
+        f"training.num_train_epochs={a.epochs}", "training.logging_steps=10",
+        "training.per_device_eval_batch_size=64", f"training.learning_rate={a.lr}",
+        f"resources.cpus_per_worker={a.threads}", "resources.max_concurrent_trials=1",
+        f"storage.storage_path={storage}", "storage.sweep_name=overhead",
+        "search.num_samples=1",
+        f"search.parameters={{training.learning_rate: {{type: choice, values: [{a.lr:.6e}]}}}}",
+    ])
+
+
+def run_plain(job, tables) -> dict:
+    torch.set_num_threads(int(job.resources.cpus_per_worker))
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        tokenizer = build_tokenizer(job.model)
+        trainer = Trainer(
+            model=build_model(job.model),
+            args=build_training_arguments(job, output_dir=out),
+            train_dataset=build_torch_dataset(tables[TRAIN]),
+            eval_dataset=build_torch_dataset(tables[EVAL]),
+            processing_class=tokenizer,
+            data_collator=DataCollatorWithPadding(tokenizer),
+            compute_metrics=compute_classification_metrics,
+        )
+        output = trainer.train()
+        wall = time.perf_counter() - start
+    return {"wall_s": wall, "train_runtime_s": output.metrics["train_runtime"],
+            "train_samples_per_s": output.metrics["train_samples_per_second"]}
+
+
+def run_ftplat(job, space) -> dict:
+    start = time.perf_counter()
+    summary = run_sweep(job, space)
+    wall = time.perf_counter() - start - summary["data"]["seconds"]
+    result = summary["trials"][0]["train_result"]
+    return {"wall_s": wall, "train_runtime_s": result["train_runtime"],
+            "train_samples_per_s": result["train_samples_per_second"],
+            "winner_accuracy": summary["winner"]["score"]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="../shared/models/all-MiniLM-L6-v2")
+    p.add_argument("--data", default="../shared/data/imdb")
+    p.add_argument("--train-size", type=int, default=512)
+    p.add_argument("--eval-size", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--lr", type=float, default=5.0e-5)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--json", help="also write the results here")
+    a = p.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as storage:
+        job, space = build_configs(a, storage)
+        tables = build_tokenized_tables(job.data, job.model)
+        plain = run_plain(job, tables)
+        ray.init(address="local", num_cpus=a.threads + 1, include_dashboard=False, logging_level="ERROR")
+        try:
+            ours = run_ftplat(job, space)
+        finally:
+            ray.shutdown()
+
+    ratio = ours["train_samples_per_s"] / plain["train_samples_per_s"]
+    overhead = (ours["wall_s"] - ours["train_runtime_s"]) - (plain["wall_s"] - plain["train_runtime_s"])
+    report = {"config": vars(a), "plain": plain, "ftplat": ours,
+              "throughput_ratio": round(ratio, 4), "per_trial_overhead_s": round(overhead, 2),
+              "torch": torch.__version__, "ray": ray.__version__, "cpus": os.cpu_count()}
+    print(json.dumps(report, indent=2))
+    print(f"\nthroughput ratio {ratio:.3f} (goal >= 0.97); per-trial overhead {overhead:.1f} s (goal <= 5 s)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+"""The function Ray Train runs on each worker, importable without torch or transformers.
+
+Every trial's driver process must name the worker function; importing it from
+``ftplat.train.worker`` would load transformers (seconds) in a process that never trains.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def train_fn_per_worker(config: dict[str, Any]) -> dict[str, Any]:
+    from ftplat.train.worker import run_worker
+
+    return run_worker(config)

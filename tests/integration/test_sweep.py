@@ -1,0 +1,107 @@
+"""A real 3-trial Optuna sweep on a local Ray cluster with a tiny BERT, 2 epochs per trial."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ray.tune import ExperimentAnalysis
+
+from ftplat.config.loading import load_sweep_configs
+from ftplat.tune.scope import SCOPES, compute_scope_scores
+from ftplat.tune.sweep import run_sweep
+
+pytestmark = pytest.mark.integration
+
+
+def build_tiny_overrides(model_dir, data_dir, storage, name, *extra):
+    return [
+        f"model.name_or_path={model_dir}",
+        f"data.source={data_dir}",
+        f"storage.storage_path={storage}",
+        f"storage.sweep_name={name}",
+        "data.max_length=48",
+        "training.num_train_epochs=2.0",
+        "training.logging_steps=20",
+        "training.per_device_eval_batch_size=64",
+        "resources.max_concurrent_trials=2",
+        "search.num_samples=3",
+        "search.seed=7",
+        "search.parameters.training.learning_rate={type: loguniform, low: 3.0e-4, high: 2.0e-2}",
+        "search.parameters.training.warmup_steps={type: uniform, low: 0.0, high: 0.2}",
+        "search.parameters.training.weight_decay={type: uniform, low: 0.0, high: 0.1}",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def sweep(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path_factory):
+    storage = tmp_path_factory.mktemp("storage")
+    job, space = load_sweep_configs(
+        None, None, build_tiny_overrides(tiny_model_dir, sentiment_data_dir, storage, "tiny")
+    )
+    summary = run_sweep(job, space)
+    return job, space, summary, Path(storage) / "tiny"
+
+
+def test_summary_is_complete(sweep):
+    job, space, summary, sweep_dir = sweep
+    on_disk = json.loads((sweep_dir / "summary.json").read_text())
+    assert on_disk["winner"] == summary["winner"]
+    assert summary["num_trials"] == 3 and summary["status_counts"] == {"TERMINATED": 3}
+    assert summary["scope"] == "last" and summary["objective"] == {"metric": "eval_accuracy", "mode": "max"}
+    assert summary["data"]["train"]["rows"] == 2048 and summary["versions"]["ray"].startswith("2.60")
+    params = set(space.parameters)
+    for trial in summary["trials"]:
+        assert set(trial["hyperparameters"]) == params
+        assert trial["num_evaluations"] == 2 and [r["epoch"] for r in trial["history"]] == [1.0, 2.0]
+        assert set(trial["scores"]) == set(SCOPES)
+        assert trial["scores"] == compute_scope_scores([r["eval_accuracy"] for r in trial["history"]], "max")
+        assert trial["best_checkpoint"]["exists"] and trial["error"] is None
+    # Optuna proposed three different settings
+    assert len({t["hyperparameters"]["training.learning_rate"] for t in summary["trials"]}) == 3
+
+
+def test_winner_is_the_argmax_under_every_scope(sweep):
+    _, _, summary, sweep_dir = sweep
+    analysis = ExperimentAnalysis(str(sweep_dir))
+    for scope in SCOPES:
+        ray_best = analysis.get_best_trial("eval_accuracy", "max", scope)
+        assert summary["winners_by_scope"][scope] == ray_best.trial_id, scope
+        best_score = max(t["scores"][scope] for t in summary["trials"])
+        winner = next(t for t in summary["trials"] if t["trial_id"] == summary["winners_by_scope"][scope])
+        assert winner["scores"][scope] == best_score
+    assert summary["winner"]["trial_id"] == summary["winners_by_scope"]["last"]
+    assert summary["winner"]["score"] == max(t["scores"]["last"] for t in summary["trials"])
+
+
+def test_every_report_carries_the_running_objective(sweep):
+    _, _, summary, _ = sweep
+    for trial in summary["trials"]:
+        accs = [r["eval_accuracy"] for r in trial["history"]]
+        for n, row in enumerate(trial["history"], start=1):
+            assert row["objective"] == pytest.approx(compute_scope_scores(accs[:n], "max")["last"])
+            assert row["training_iteration"] == n
+
+
+def test_checkpoints_are_in_storage(sweep):
+    job, _, summary, sweep_dir = sweep
+    for trial in summary["trials"]:
+        run_dir = sweep_dir / f"train-{trial['trial_id']}"
+        names = sorted(p.name for p in run_dir.glob("checkpoint-*"))
+        assert names == sorted(r["checkpoint_name"] for r in trial["history"])
+        best = Path(trial["best_checkpoint"]["path"])
+        assert best.parent == run_dir
+        for required in ("model.safetensors", "config.json", "trainer_state.json", "optimizer.pt", "tokenizer.json"):
+            assert (best / required).is_file(), required
+        state = json.loads((best / "trainer_state.json").read_text())
+        assert state["global_step"] == trial["best_checkpoint"]["step"]
+        best_acc = max(r["eval_accuracy"] for r in trial["history"])
+        assert trial["best_checkpoint"]["eval_accuracy"] == best_acc
+
+
+def test_sweep_name_cannot_be_reused_without_resume(sweep):
+    job, space, _, _ = sweep
+    with pytest.raises(ValueError, match="already exists .* pass --resume"):
+        run_sweep(job, space)

@@ -1,0 +1,60 @@
+"""The sweep entry point on bad input: exit code 2, one line naming the field, nothing written."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ftplat.cli.main import main as ftplat_main
+from ftplat.cli.sweep import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["training.learning_rate=-1"], "training.learning_rate: Input should be greater than 0"),
+        (["training.lerning_rate=1"], "training.lerning_rate: unknown key"),
+        (["search.scope=best"], "scope: Input should be"),
+        (["search.num_samples=0"], "num_samples: Input should be greater than or equal to 1"),
+        (["resources.max_concurrent_trials=0"], "resources.max_concurrent_trials"),
+        (["training.save_total_limit=0"], "training.save_total_limit"),
+        (["training.warmup_steps=2.5"], "training.warmup_steps"),
+        (["--config", "nope.yaml"], "config file 'nope.yaml' does not exist"),
+        (["--model", "./no/such/model"], "model.name_or_path"),
+        (["--model", "{tiny}", "--dataset", "./no/such/data"], "data.source"),
+        (["--model", "{tiny}", "--dataset", "{data}", "data.text_column=review"], "data.text_column 'review'"),
+        (["--resume"], "--resume needs the sweep's name"),
+        (["--resume", "--name", "never-ran"], "no sweep 'never-ran'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args, expected, tmp_path, capsys, tiny_model_dir, sentiment_data_dir):
+    storage = tmp_path / "storage"
+    args = [a.format(tiny=tiny_model_dir, data=sentiment_data_dir) for a in args]
+    code = main([*args, "--storage", str(storage)])
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert code == 2
+    assert len(errors) == 1 and expected in errors[0]
+    assert not any(storage.rglob("*")), "nothing may be written to storage"
+
+
+def test_unwritable_storage(tmp_path, capsys, tiny_model_dir, sentiment_data_dir):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    code = main(["--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir),
+                 "--storage", str(blocker / "sub")])
+    assert code == 2 and "storage.storage_path" in capsys.readouterr().err
+
+
+def test_console_script_lists_commands(capsys):
+    assert ftplat_main(["--help"]) == 0
+    assert "sweep" in capsys.readouterr().out
+    assert ftplat_main(["nope"]) == 2
+
+
+def test_job_script_help_runs_without_ray():
+    out = subprocess.run([sys.executable, "jobs/imdb_sweep.py", "--help"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "--search-space" in out.stdout and "key=value" in out.stdout

@@ -1,0 +1,156 @@
+"""The job config and search-space schema: defaults, strictness, and error messages."""
+
+from pathlib import Path
+
+import pytest
+
+from ftplat.config.loading import (
+    ConfigError,
+    apply_overrides,
+    load_sweep_configs,
+    parse_override_value,
+    validate,
+)
+from ftplat.config.schema import JobConfig
+from ftplat.config.search_space import SearchSpaceConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults_follow_the_imdb_recipe():
+    job = JobConfig()
+    assert job.model.name_or_path == "bert-base-uncased"
+    assert job.model.id2label == {0: "neg", 1: "pos"}
+    assert job.data.source == "stanfordnlp/imdb" and job.data.max_length == 160
+    t = job.training
+    assert (t.learning_rate, t.per_device_train_batch_size, t.weight_decay) == (2.0e-5, 16, 0.01)
+    assert (t.eval_strategy, t.save_strategy, t.save_total_limit) == ("epoch", "epoch", 2)
+    assert t.num_train_epochs == 3.0 and t.load_best_model_at_end
+    assert t.metric_for_best_model == "eval_accuracy" and t.resolved_greater_is_better
+
+
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("training:\n  learning_rat: 1.0e-5\n", "training.learning_rat: unknown key"),
+        ("modle: {}\n", "modle: unknown key"),
+        ("training:\n  learning_rate: 1e-5\n", "write it as a YAML number such as 1.0e-5"),
+        ("training:\n  learning_rate: 0.0\n", "training.learning_rate: Input should be greater than 0"),
+        ("training:\n  learning_rate: -1.0\n", "training.learning_rate: Input should be greater than 0"),
+        ("training:\n  save_total_limit: 0\n", "training.save_total_limit: Input should be greater than or equal to 1"),
+        ("training:\n  metric_for_best_model: bleu\n", "metric_for_best_model 'bleu' is not produced by evaluation"),
+        ("training:\n  warmup_steps: 1.5\n", "whole number"),
+        ("training:\n  save_strategy: steps\n  save_steps: 10\n", "eval_strategy ('epoch') and save_strategy ('steps') must match"),
+        ("training:\n  fp16: true\n  bf16: true\n", "fp16 and bf16 cannot both be true"),
+        ("model:\n  num_labels: 3\n", "id2label keys must be 0..2"),
+        ("model:\n  trainable_patterns: ['(']\n", "not a valid regular expression"),
+        ("storage:\n  sweep_name: a/b\n", "storage.sweep_name"),
+        ("resources:\n  max_concurrent_trials: 0\n", "resources.max_concurrent_trials: Input should be greater than or equal to 1"),
+        ("resources:\n  num_workers: two\n", "resources.num_workers: Input should be a valid integer"),
+        ("training:\n  eval_strategy: no\n", "training.eval_strategy"),
+        ("- a\n- b\n", "expected a mapping"),
+    ],
+)
+def test_bad_job_configs_name_the_field(tmp_path, yaml_text, expected):
+    path = write(tmp_path, "job.yaml", yaml_text)
+    with pytest.raises(ConfigError) as err:
+        load_sweep_configs(path, None)
+    message = str(err.value)
+    assert expected in message
+    assert str(path) in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "yaml_text, expected",
+    [
+        ("parameters: {}\n", "parameters: is empty"),
+        ("scope: best\n", "scope: Input should be 'last', 'avg', 'last-5-avg', 'last-10-avg' or 'all'"),
+        ("parameters:\n  training.learning_rate: {type: loguniform, low: 1.0e-3, high: 1.0e-5}\n",
+         "parameters.training.learning_rate: low (0.001) must be below high (1e-05)"),
+        ("parameters:\n  training.learning_rate: {type: loguniform, low: 1e-5, high: 1.0e-3}\n",
+         "write it as a YAML number"),
+        ("parameters:\n  training.learning_rate: {type: uniform, low: 0.0, high: 1.0e-3}\n",
+         "parameters.training.learning_rate can take 0.0, which the job config refuses"),
+        ("parameters:\n  training.learnin_rate: {type: uniform, low: 0.1, high: 0.2}\n",
+         "'learnin_rate' is not a field of training"),
+        ("parameters:\n  training: {type: uniform, low: 0.1, high: 0.2}\n", "is a section"),
+        ("parameters:\n  training.warmup_steps: {type: uniform, low: 0.0, high: 10.0}\n", "mixes a warmup ratio"),
+        ("parameters:\n  training.learning_rate: {type: normal, low: 0.1, high: 0.2}\n", "does not match any of the expected tags"),
+        ("objective: {metric: eval_bleu}\n", "objective.metric: metric 'eval_bleu' is not produced"),
+        ("objective: {metric: eval_loss, mode: max}\n", "that metric is minimised; use mode: min"),
+        ("num_samples: 0\n", "num_samples: Input should be greater than or equal to 1"),
+        ("scheduler: {type: asha, grace_period: 9}\n", None),
+        ("points_to_evaluate:\n  - {training.learning_rate: 2.0e-5}\n", "must set exactly the parameters"),
+    ],
+)
+def test_bad_search_spaces_name_the_field(tmp_path, yaml_text, expected):
+    path = write(tmp_path, "space.yaml", yaml_text)
+    if expected is None:  # valid schema; the ASHA/job contradiction is checked before Ray starts
+        load_sweep_configs(None, path)
+        return
+    with pytest.raises(ConfigError) as err:
+        load_sweep_configs(None, path)
+    assert expected in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_overrides_parse_numbers_and_reach_both_configs():
+    assert parse_override_value("2e-5") == 2.0e-5
+    assert parse_override_value("3") == 3 and isinstance(parse_override_value("3"), int)
+    assert parse_override_value("true") is True
+    assert parse_override_value("[pooler, classifier]") == ["pooler", "classifier"]
+    job, space = load_sweep_configs(
+        None,
+        None,
+        [
+            "training.learning_rate=3e-5",
+            "data.train_size=800",
+            "search.num_samples=4",
+            "search.scope=last-5-avg",
+            "search.parameters.training.weight_decay={type: uniform, low: 0.0, high: 0.3}",
+        ],
+    )
+    assert job.training.learning_rate == 3.0e-5 and job.data.train_size == 800
+    assert space.num_samples == 4 and space.scope == "last-5-avg"
+    assert space.parameters["training.weight_decay"].high == 0.3
+
+
+def test_override_errors():
+    with pytest.raises(ConfigError, match="expected key=value"):
+        apply_overrides({}, ["training.learning_rate"])
+    with pytest.raises(ConfigError, match="is a value, not a section"):
+        apply_overrides({"a": 1}, ["a.b=2"])
+    with pytest.raises(ConfigError, match="training.num_train_epochs: Input should be greater than 0"):
+        load_sweep_configs(None, None, ["training.num_train_epochs=0"])
+
+
+def test_local_paths_become_absolute(tmp_path, monkeypatch):
+    (tmp_path / "model").mkdir()
+    monkeypatch.chdir(tmp_path)
+    job, _ = load_sweep_configs(None, None, ["model.name_or_path=./model", "storage.storage_path=out"])
+    assert job.model.name_or_path == str(tmp_path / "model")
+    assert job.storage.storage_path == str(tmp_path / "out")
+    assert job.data.source == "stanfordnlp/imdb"  # hub ids stay as they are
+
+
+def test_configs_cross_process_boundaries_as_plain_dicts():
+    job = JobConfig()
+    assert JobConfig.model_validate(job.model_dump()) == job
+    space = SearchSpaceConfig()
+    assert validate(SearchSpaceConfig, space.model_dump(), source="x") == space
+
+
+@pytest.mark.parametrize("job_file", sorted((REPO / "jobs" / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_job_configs_validate(job_file):
+    load_sweep_configs(job_file, None)
+
+
+@pytest.mark.parametrize("space_file", sorted((REPO / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_search_spaces_validate(space_file):
+    load_sweep_configs(None, space_file)

@@ -1,0 +1,90 @@
+"""Reading local data in every supported layout, subsetting, label checks, tokenization."""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+from ftplat.config.schema import DataConfig, ModelConfig
+from ftplat.data.preparation import build_stratified_indices, build_tokenized_tables
+from ftplat.data.sources import load_raw_splits
+
+
+def test_stratified_indices_keep_proportions_and_are_seeded():
+    labels = np.array([0] * 700 + [1] * 300)
+    idx = build_stratified_indices(labels, 100, seed=3)
+    assert len(idx) == len(set(idx)) == 100
+    assert (labels[idx] == 1).sum() == 30
+    assert np.array_equal(idx, build_stratified_indices(labels, 100, seed=3))
+    assert not np.array_equal(idx, build_stratified_indices(labels, 100, seed=4))
+
+
+def test_parquet_folder(sentiment_data_dir):
+    splits = load_raw_splits(DataConfig(source=str(sentiment_data_dir)))
+    assert set(splits) == {"train", "test"} and len(splits["train"]) == 2048
+
+
+def test_csv_and_json_folders(tmp_path):
+    rows = {"review": ["good film", "bad film"], "y": [1, 0]}
+    (tmp_path / "csv").mkdir()
+    for split in ("train", "validation"):
+        pacsv.write_csv(pa.table(rows), tmp_path / "csv" / f"{split}.csv")
+    cfg = DataConfig(source=str(tmp_path / "csv"), eval_split="validation", text_column="review", label_column="y")
+    assert len(load_raw_splits(cfg)["validation"]) == 2
+    (tmp_path / "json").mkdir()
+    for split in ("train", "test"):
+        (tmp_path / "json" / f"{split}.jsonl").write_text('{"text": "ok", "label": 1}\n{"text": "no", "label": 0}\n')
+    assert len(load_raw_splits(DataConfig(source=str(tmp_path / "json")))["test"]) == 2
+
+
+def test_acl_imdb_folder(tmp_path):
+    root = tmp_path / "aclImdb"
+    for split in ("train", "test"):
+        for i, folder in enumerate(("neg", "pos")):
+            (root / split / folder).mkdir(parents=True)
+            (root / split / folder / f"0_{i}.txt").write_text(f"{folder} review")
+    splits = load_raw_splits(DataConfig(source=str(tmp_path)))
+    assert splits["train"]["label"] == [0, 1] and splits["test"]["text"] == ["neg review", "pos review"]
+
+
+@pytest.mark.parametrize(
+    "cfg, expected",
+    [
+        (dict(text_column="review"), "data.text_column 'review' is not a column"),
+        (dict(label_column="sentiment"), "data.label_column 'sentiment' is not a column"),
+        (dict(eval_split="validation"), "no files for split(s) ['validation']"),
+    ],
+)
+def test_bad_columns_and_splits(sentiment_data_dir, cfg, expected):
+    with pytest.raises(ValueError) as err:
+        load_raw_splits(DataConfig(source=str(sentiment_data_dir), **cfg))
+    assert expected in str(err.value)
+
+
+def test_missing_and_empty_sources(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        load_raw_splits(DataConfig(source=str(tmp_path / "nope")))
+    with pytest.raises(ValueError, match="no parquet, CSV or JSON files"):
+        load_raw_splits(DataConfig(source=str(tmp_path)))
+
+
+def test_tokenized_tables_subset_and_labels(sentiment_data_dir, tiny_model_dir):
+    data = DataConfig(source=str(sentiment_data_dir), max_length=16, train_size=100, eval_size=40)
+    out = build_tokenized_tables(data, ModelConfig(name_or_path=str(tiny_model_dir)))
+    assert out["train"].num_rows == 100 and out["eval"].num_rows == 40
+    assert {"input_ids", "attention_mask", "labels"} <= set(out["train"].column_names)
+    assert max(len(x) for x in out["train"]["input_ids"].to_pylist()) <= 16
+    assert sum(out["stats"]["train"]["label_counts"].values()) == 100
+
+
+def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
+    model = ModelConfig(name_or_path=str(tiny_model_dir))
+    for split in ("train", "test"):
+        pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 2]}), tmp_path / f"{split}.parquet")
+    with pytest.raises(ValueError, match="has label 2 outside 0..1; set model.num_labels"):
+        build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
+    for split in ("train", "test"):
+        pq.write_table(pa.table({"text": ["a", "b"], "label": ["pos", "neg"]}), tmp_path / f"{split}.parquet")
+    out = build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
+    assert out["train"]["labels"].to_pylist() == [1, 0]

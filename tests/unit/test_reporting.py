@@ -1,0 +1,35 @@
+"""What each evaluation report carries: fresh metrics and the running scope objective."""
+
+import pytest
+
+from ftplat.train.reporting import OBJECTIVE_KEY, build_report_metrics
+from ftplat.tune.scope import SCOPES, compute_scope_scores
+
+
+def build_log_history(accuracies):
+    history, step = [], 0
+    for acc in accuracies:
+        step += 10
+        history.append({"loss": 1.0 / step, "learning_rate": 1e-5, "epoch": step / 10, "step": step})
+        history.append({"eval_accuracy": acc, "eval_loss": 1 - acc, "eval_f1": acc, "epoch": step / 10, "step": step})
+    return history
+
+
+@pytest.mark.parametrize("scope", SCOPES)
+def test_objective_is_the_running_scope_score(scope):
+    accs = [0.6, 0.8, 0.7, 0.75, 0.5, 0.9, 0.65]
+    log = build_log_history(accs)
+    for n in range(1, len(accs) + 1):
+        upto = log[: 2 * n]
+        m = build_report_metrics(upto, metric="eval_accuracy", mode="max", scope=scope, step=10 * n)
+        assert m[OBJECTIVE_KEY] == pytest.approx(compute_scope_scores(accs[:n], "max")[scope])
+        # the evaluation that just ran, never a stale one
+        assert m["eval_accuracy"] == accs[n - 1]
+        assert m["num_evaluations"] == n and m["checkpoint_name"] == f"checkpoint-{10 * n}"
+
+
+def test_report_carries_train_loss_and_no_non_eval_noise():
+    m = build_report_metrics(build_log_history([0.5, 0.6]), metric="eval_loss", mode="min", scope="all", step=20)
+    assert m[OBJECTIVE_KEY] == pytest.approx(0.4)
+    assert m["train_loss"] == pytest.approx(1 / 20)
+    assert "learning_rate" not in m

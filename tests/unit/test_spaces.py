@@ -1,0 +1,90 @@
+"""Search-space conversion to Tune/Optuna, the scheduler, and the HF arguments."""
+
+import math
+
+import optuna
+import pytest
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from ftplat.config.loading import load_sweep_configs
+from ftplat.config.schema import JobConfig
+from ftplat.config.search_space import SearchSpaceConfig
+from ftplat.train.arguments import build_training_arguments
+from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
+
+SPACE = {
+    "parameters": {
+        "training.learning_rate": {"type": "loguniform", "low": 1.0e-5, "high": 1.0e-3},
+        "training.warmup_steps": {"type": "uniform", "low": 0.0, "high": 0.2},
+        "training.gradient_accumulation_steps": {"type": "int", "low": 1, "high": 4},
+        "training.lr_scheduler_type": {"type": "choice", "values": ["linear", "cosine"]},
+    }
+}
+
+
+def test_tune_domains_have_the_configured_bounds():
+    space = SearchSpaceConfig.model_validate(SPACE)
+    params = build_param_space(space)
+    lr = params["training.learning_rate"]
+    assert (lr.lower, lr.upper) == (1.0e-5, 1.0e-3) and type(lr.get_sampler()).__name__ == "_LogUniform"
+    assert (params["training.warmup_steps"].lower, params["training.warmup_steps"].upper) == (0.0, 0.2)
+    # Tune's randint excludes its upper bound; the config's high is inclusive.
+    assert params["training.gradient_accumulation_steps"].upper == 5
+    assert params["training.lr_scheduler_type"].categories == ["linear", "cosine"]
+
+
+def test_optuna_receives_the_same_distributions():
+    space = SearchSpaceConfig.model_validate(SPACE)
+    dists = OptunaSearch.convert_search_space(build_param_space(space))
+    lr = dists["training.learning_rate"]
+    assert isinstance(lr, optuna.distributions.FloatDistribution) and lr.log
+    assert (lr.low, lr.high) == (1.0e-5, 1.0e-3)
+    ga = dists["training.gradient_accumulation_steps"]
+    assert isinstance(ga, optuna.distributions.IntDistribution) and (ga.low, ga.high) == (1, 4)
+    assert dists["training.lr_scheduler_type"].choices == ("linear", "cosine")
+
+
+def test_seeded_optuna_proposes_the_same_trials():
+    def propose(seed):
+        space = SearchSpaceConfig.model_validate({**SPACE, "seed": seed})
+        alg = build_search_alg(space)
+        alg.set_search_properties("objective", "max", build_param_space(space))
+        return [alg.suggest(f"t{i}") for i in range(3)]
+
+    assert propose(0) == propose(0)
+    assert propose(0) != propose(1)
+
+
+def test_points_to_evaluate_come_first():
+    space = SearchSpaceConfig.model_validate(
+        {"parameters": {"training.learning_rate": {"type": "loguniform", "low": 1.0e-5, "high": 1.0e-3}},
+         "points_to_evaluate": [{"training.learning_rate": 2.0e-5}]}
+    )
+    alg = build_search_alg(space)
+    alg.set_search_properties("objective", "max", build_param_space(space))
+    assert alg.suggest("t0") == {"training.learning_rate": 2.0e-5}
+
+
+def test_schedulers():
+    job = JobConfig()
+    assert isinstance(build_scheduler(SearchSpaceConfig(), job), FIFOScheduler)
+    asha = build_scheduler(SearchSpaceConfig.model_validate({"scheduler": {"type": "asha", "grace_period": 1}}), job)
+    assert isinstance(asha, ASHAScheduler) and asha._max_t == 3  # one rung unit per evaluation
+    steps_job = JobConfig.model_validate({"training": {"max_steps": 100, "eval_strategy": "steps", "eval_steps": 25,
+                                                       "save_strategy": "steps"}})
+    assert build_max_evaluations(steps_job) == 4
+    with pytest.raises(ValueError, match="grace_period"):
+        build_scheduler(SearchSpaceConfig.model_validate({"scheduler": {"type": "asha", "grace_period": 5}}), job)
+
+
+def test_training_arguments_follow_the_config(tmp_path):
+    job, _ = load_sweep_configs(None, None, ["training.warmup_steps=0.1", "training.learning_rate=3e-5",
+                                             "training.metric_for_best_model=loss"])
+    args = build_training_arguments(job, output_dir=str(tmp_path))
+    assert args.learning_rate == 3.0e-5 and args.warmup_steps == 0.1
+    assert args.eval_strategy == "epoch" and args.save_strategy == "epoch"
+    assert args.metric_for_best_model == "eval_loss" and args.greater_is_better is False
+    assert args.load_best_model_at_end and args.save_total_limit == 2
+    assert args.report_to == [] and args.use_cpu
+    assert math.isclose(args.weight_decay, 0.01)
