@@ -154,3 +154,11 @@ def test_shipped_job_configs_validate(job_file):
 @pytest.mark.parametrize("space_file", sorted((REPO / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_search_spaces_validate(space_file):
     load_sweep_configs(None, space_file)
+
+
+def test_readme_config_reference_is_current():
+    from ftplat.config.reference import build_reference_markdown
+
+    assert build_reference_markdown() in (REPO / "README.md").read_text(), (
+        "README.md's config reference is stale: replace it with `python -m ftplat.config.reference`"
+    )

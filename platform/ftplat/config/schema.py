@@ -22,7 +22,9 @@ EVAL_METRICS = ("accuracy", "f1", "loss")
 class StrictModel(BaseModel):
     """Base for every config section: unknown keys are errors, no str->number coercion."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, validate_default=True, use_attribute_docstrings=True
+    )
 
 
 def normalize_eval_metric(name: str, *, field: str) -> str:
@@ -91,9 +93,13 @@ class DataConfig(StrictModel):
     """Hub id, a local directory of parquet/CSV/JSON files named after their splits
     (``train.parquet``, ``test-00000-of-00001.parquet``...), or an ``aclImdb/`` folder."""
     train_split: str = "train"
+    """Split to train on."""
     eval_split: str = "test"
+    """Split to evaluate on after every epoch (or eval_steps); it selects models and trials."""
     text_column: str = "text"
+    """Column holding the text."""
     label_column: str = "label"
+    """Column holding class ids 0..num_labels-1 (or names from model.id2label)."""
     max_length: int = Field(default=160, ge=8, le=8192)
     """Tokens per example; longer texts are truncated."""
     pad_to_max_length: bool = False
@@ -103,6 +109,7 @@ class DataConfig(StrictModel):
     eval_size: int | None = Field(default=None, ge=2)
     """Stratified subset of the eval split; ``None`` uses all of it."""
     subset_seed: int = 42
+    """Seed of the stratified subsets."""
 
 
 class TrainingConfig(StrictModel):
@@ -110,38 +117,58 @@ class TrainingConfig(StrictModel):
     ``ftplat.train.arguments.build_training_arguments``)."""
 
     num_train_epochs: float = Field(default=3.0, gt=0)
+    """Epochs per trial."""
     max_steps: int = Field(default=-1, ge=-1)
     """Positive: total optimizer steps, overriding num_train_epochs."""
     per_device_train_batch_size: int = Field(default=16, ge=1)
+    """Batch size of each worker (the global batch is this x num_workers x accumulation)."""
     per_device_eval_batch_size: int = Field(default=16, ge=1)
+    """Evaluation batch size of each worker."""
     gradient_accumulation_steps: int = Field(default=1, ge=1)
+    """Micro-batches per optimizer step."""
     learning_rate: float = Field(default=2.0e-5, gt=0, lt=1)
+    """Peak AdamW learning rate (searched by default)."""
     weight_decay: float = Field(default=0.01, ge=0, lt=1)
+    """AdamW weight decay, not applied to biases and LayerNorm (searched by default)."""
     warmup_steps: float = Field(default=0.0, ge=0)
     """Below 1: a fraction of the total steps (transformers 5 dropped ``warmup_ratio``);
     1 or more: a number of steps."""
     lr_scheduler_type: Literal[
         "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup"
     ] = "linear"
+    """Learning-rate schedule after warmup."""
     optim: str = "adamw_torch"
+    """HF optimizer name."""
     max_grad_norm: float = Field(default=1.0, ge=0)
+    """Gradient clipping norm (0 disables)."""
     eval_strategy: Literal["epoch", "steps"] = "epoch"
     """Every evaluation is reported to Tune and followed by a checkpoint."""
     eval_steps: int | None = Field(default=None, ge=1)
+    """Steps between evaluations when eval_strategy is steps."""
     save_strategy: Literal["epoch", "steps"] = "epoch"
+    """Must equal eval_strategy."""
     save_steps: int | None = Field(default=None, ge=1)
+    """Must equal eval_steps when set."""
     logging_strategy: Literal["epoch", "steps", "no"] = "steps"
+    """When training loss and learning rate are logged."""
     logging_steps: int = Field(default=50, ge=1)
+    """Steps between training-loss logs."""
     save_total_limit: int = Field(default=2, ge=1)
     """Checkpoints kept per trial: the best by metric_for_best_model plus the most recent."""
     load_best_model_at_end: bool = True
-    metric_for_best_model: str = "accuracy"
+    """End each trial with its best checkpoint's weights."""
+    metric_for_best_model: str = "eval_accuracy"
+    """accuracy, f1 or loss (with or without eval_): ranks a trial's checkpoints."""
     greater_is_better: bool | None = None
     """Defaults to False for loss, True otherwise."""
     fp16: bool = False
+    """Mixed precision float16 (GPU)."""
     bf16: bool = False
+    """Mixed precision bfloat16."""
     seed: int = 42
+    """Seed of model init and data order."""
     dataloader_num_workers: int = Field(default=0, ge=0)
+    """Data-loading processes per worker."""
 
     @field_validator("metric_for_best_model")
     @classmethod
@@ -186,6 +213,7 @@ class ResourcesConfig(StrictModel):
     num_workers: int = Field(default=1, ge=1)
     """Data-parallel Ray Train workers per trial."""
     use_gpu: bool = False
+    """One GPU per worker (gpus_per_worker) and CUDA training."""
     cpus_per_worker: float = Field(default=1.0, gt=0)
     """Also the torch thread count of each worker."""
     gpus_per_worker: float = Field(default=1.0, ge=0)
@@ -193,6 +221,7 @@ class ResourcesConfig(StrictModel):
     trial_driver_cpus: float = Field(default=0.25, gt=0)
     """CPUs reserved for each trial's driver (it only waits on its workers)."""
     max_concurrent_trials: int = Field(default=1, ge=1)
+    """Trials running at once (each needs trial_driver_cpus + num_workers x cpus_per_worker)."""
     max_failures: int = Field(default=0, ge=-1)
     """Worker-group restarts per trial, from the latest checkpoint (-1: unlimited)."""
     local_num_cpus: int | None = Field(default=None, ge=1)

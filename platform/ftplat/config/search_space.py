@@ -70,6 +70,7 @@ class ObjectiveConfig(StrictModel):
     metric: str = "eval_accuracy"
     """An evaluation metric: eval_accuracy, eval_f1 or eval_loss."""
     mode: Literal["max", "min"] = "max"
+    """max for accuracy and f1, min for loss."""
 
     @field_validator("metric")
     @classmethod
@@ -83,9 +84,11 @@ class FifoSchedulerConfig(StrictModel):
 
 class AshaSchedulerConfig(StrictModel):
     type: Literal["asha"]
+    """Asynchronous successive halving on the scope objective."""
     grace_period: int = Field(default=1, ge=1)
     """Evaluations every trial gets before it can be stopped."""
     reduction_factor: float = Field(default=2.0, gt=1)
+    """Keep 1/reduction_factor of the trials at each rung."""
     max_t: int | None = Field(default=None, ge=1)
     """Evaluations of a full trial; default: the epoch count when evaluating per epoch."""
 
@@ -107,6 +110,7 @@ class SearchSpaceConfig(StrictModel):
     """A sweep: what varies, what is optimised, and how many trials run."""
 
     parameters: dict[str, Param] = Field(default_factory=_default_parameters)
+    """``{dotted.job.path: distribution}``; default: training.learning_rate loguniform [1e-5, 1e-4], training.warmup_steps uniform [0, 0.2] (a ratio), training.weight_decay uniform [0, 0.1]."""
     objective: ObjectiveConfig = ObjectiveConfig()
     scope: Scope = "last"
     """How a trial's evaluations become one score: its last, the mean of all, of the last 5
@@ -116,6 +120,7 @@ class SearchSpaceConfig(StrictModel):
     seed: int = 0
     """Seed of Optuna's TPE sampler: the same seed proposes the same trials."""
     scheduler: SchedulerConfig = FifoSchedulerConfig(type="fifo")
+    """``{type: fifo}`` runs every trial to the end; ``{type: asha, ...}`` stops weak trials early."""
     points_to_evaluate: list[dict[str, Any]] = []
     """Trials to run first, as {parameter path: value} (e.g. the recipe's own settings)."""
 

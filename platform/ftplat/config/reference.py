@@ -1,0 +1,62 @@
+"""The config reference in README.md, generated from the schema so the two cannot drift."""
+
+from __future__ import annotations
+
+import typing
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from ftplat.config.schema import JobConfig
+from ftplat.config.search_space import AshaSchedulerConfig, ObjectiveConfig, SearchSpaceConfig
+
+BEGIN = "<!-- BEGIN GENERATED CONFIG REFERENCE (python -m ftplat.config.reference) -->"
+END = "<!-- END GENERATED CONFIG REFERENCE -->"
+
+
+def _type_name(annotation) -> str:
+    text = str(annotation).replace("typing.", "").replace("NoneType", "None")
+    text = text.replace("ftplat.config.search_space.", "").replace("ftplat.config.schema.", "")
+    if typing.get_origin(annotation) is typing.Literal:
+        return " \\| ".join(repr(a) for a in typing.get_args(annotation))
+    return getattr(annotation, "__name__", text).replace("|", "\\|")
+
+
+def _default(field) -> str:
+    if field.default_factory is not None:
+        return "see below"
+    if field.default is PydanticUndefined:
+        return "required"
+    if isinstance(field.default, BaseModel):
+        return "section"
+    return f"`{field.default!r}`"
+
+
+def _rows(model: type[BaseModel], prefix: str) -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and prefix == "":
+            continue
+        doc = " ".join((field.description or "").split())
+        rows.append(f"| `{prefix}{name}` | {_type_name(annotation)} | {_default(field)} | {doc} |")
+    return rows
+
+
+def build_reference_markdown() -> str:
+    lines = [BEGIN, "", "### Job config (`--config`, overrides `section.key=value`)", "",
+             "| key | type | default | meaning |", "|---|---|---|---|"]
+    for name, field in JobConfig.model_fields.items():
+        lines += _rows(field.annotation, f"{name}.")
+    lines += ["", "### Search space (`--search-space`, overrides `search.key=value`)", "",
+              "| key | type | default | meaning |", "|---|---|---|---|"]
+    lines += _rows(SearchSpaceConfig, "")
+    lines += _rows(ObjectiveConfig, "objective.")
+    lines += _rows(AshaSchedulerConfig, "scheduler.")
+    lines += ["", "Parameter kinds: `{type: loguniform, low, high}`, `{type: uniform, low, high}`, "
+              "`{type: int, low, high, log}` (high inclusive), `{type: choice, values: [...]}`.", "", END]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(build_reference_markdown())
