@@ -23,3 +23,17 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 def sentiment_data_dir(tmp_path_factory) -> Path:
     """train.parquet / test.parquet with text and label columns (the IMDB schema)."""
     return write_sentiment_dataset(tmp_path_factory.mktemp("sentiment"), n_train=2048, n_eval=256)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def mlflow_store_outside_the_repo(tmp_path_factory):
+    """Sweeps track to MLflow by default; keep the default sqlite store out of the checkout."""
+    import os
+
+    previous = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db"
+    yield
+    if previous is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = previous

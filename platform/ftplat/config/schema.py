@@ -249,6 +249,21 @@ class StorageConfig(StrictModel):
         return value
 
 
+class TrackingConfig(StrictModel):
+    """MLflow: one parent run per sweep, one child run per trial."""
+
+    enabled: bool = True
+    """Track the sweep in MLflow."""
+    tracking_uri: str | None = None
+    """MLflow tracking URI; default ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<cwd>/mlflow.db``
+    (absolute, because Ray workers run in other directories). Use an ``http://`` server when
+    the cluster has more than one node."""
+    experiment_name: str = "ftplat"
+    """MLflow experiment that holds the sweep's runs."""
+    registered_model_name: str | None = "ftplat-imdb-sentiment"
+    """Model Registry name the sweep's winner is registered under; null skips registration."""
+
+
 class JobConfig(StrictModel):
     """Everything the trials of one sweep share; the search space varies parts of it."""
 
@@ -257,3 +272,4 @@ class JobConfig(StrictModel):
     training: TrainingConfig = TrainingConfig()
     resources: ResourcesConfig = ResourcesConfig()
     storage: StorageConfig = StorageConfig()
+    tracking: TrackingConfig = TrackingConfig()

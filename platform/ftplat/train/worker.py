@@ -18,6 +18,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
 from ftplat.train.arguments import build_training_arguments
 from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
+from ftplat.tracking.callback import MlflowTrialCallback
 from ftplat.train.reporting import RayScopeReportCallback
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
             )
         ],
     )
+    if config.get("tracking") and ctx.get_world_rank() == 0:
+        trainer.add_callback(MlflowTrialCallback(**config["tracking"]))
     trainer = prepare_trainer(trainer)
 
     checkpoint = ray.train.get_checkpoint()

@@ -10,6 +10,7 @@ from typing import Any
 
 import ray
 from ray import tune
+from ray._private.worker import get_dashboard_url
 
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
@@ -17,7 +18,9 @@ from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables
 from ftplat.runtime import run_ray_init
 from ftplat.storage import check_writable, join_uri, path_exists, write_json
 from ftplat.train.reporting import OBJECTIVE_KEY
-from ftplat.tune.spaces import build_param_space, build_scheduler, build_search_alg
+from ftplat.tracking.report import build_parent_params, run_finish_sweep
+from ftplat.tracking.runs import build_client, check_tracking_reachable, run_start_parent
+from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.summary import SUMMARY_FILE, build_summary, format_summary_table
 from ftplat.tune.trial import train_driver_fn
 from ftplat.versions import collect_versions
@@ -50,11 +53,13 @@ def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_na
     if resume and not exists:
         raise ValueError(f"--resume: no sweep {sweep_name!r} under {job.storage.storage_path} to resume")
     check_writable(job.storage.storage_path)
+    if job.tracking.enabled:
+        check_tracking_reachable(job.tracking)
     return sweep_path
 
 
 def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sweep_path: str,
-                data_ref: ray.ObjectRef, resume: bool) -> tune.Tuner:
+                data_ref: ray.ObjectRef, tracking: dict[str, str] | None, resume: bool) -> tune.Tuner:
     objective = {"metric": space.objective.metric, "mode": space.objective.mode, "scope": space.scope}
     trainable = tune.with_resources(
         tune.with_parameters(
@@ -65,6 +70,7 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             # Wrapped in a list so Tune passes the reference on instead of fetching the data
             # into every trial driver; workers fetch it from the object store.
             data_ref=[data_ref],
+            tracking=tracking,
         ),
         {"CPU": job.resources.trial_driver_cpus},
     )
@@ -97,17 +103,27 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     data_stats = tables.pop("stats")
 
     started_ray = run_ray_init(job.resources)
+    tracking = None
     try:
+        config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
-            write_json(
-                join_uri(sweep_path, SWEEP_CONFIG_FILE),
-                {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")},
+            write_json(join_uri(sweep_path, SWEEP_CONFIG_FILE), config_json)
+        if job.tracking.enabled:
+            tracking = run_start_parent(
+                job.tracking, sweep_name=sweep_name, sweep_path=sweep_path,
+                params=build_parent_params(config_json["job"], config_json["search_space"]),
+                config_json=config_json, dashboard_url=get_dashboard_url(),
             )
         data_ref = ray.put({TRAIN: tables[TRAIN], EVAL: tables[EVAL]})
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
-                            data_ref=data_ref, resume=resume)
+                            data_ref=data_ref, tracking=tracking, resume=resume)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, sweep_path)
-        grid = tuner.fit()
+        try:
+            grid = tuner.fit()
+        except BaseException:
+            if tracking:
+                build_client(tracking["tracking_uri"]).set_terminated(tracking["parent_run_id"], "FAILED")
+            raise
         summary = build_summary(
             tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
             sweep_name=sweep_name,
@@ -118,8 +134,12 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 "data": data_stats,
                 "wall_seconds": round(time.perf_counter() - started, 1),
                 "versions": collect_versions(),
+                "mlflow": tracking,
             },
         )
+        if tracking:
+            run_finish_sweep(tracking, summary, registered_model_name=job.tracking.registered_model_name,
+                             full_length=build_max_evaluations(job))
     finally:
         if started_ray:
             ray.shutdown()

@@ -13,6 +13,7 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.storage import join_uri, write_json
+from ftplat.tracking.runs import run_start_trial
 from ftplat.train.entry import train_fn_per_worker
 
 TRIAL_RESULT_FILE = "trial_result.json"
@@ -61,7 +62,7 @@ def build_torch_trainer(
 
 
 def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: dict[str, Any],
-                    sweep_path: str, data_ref: list) -> None:
+                    sweep_path: str, data_ref: list, tracking: dict[str, str] | None = None) -> None:
     """Run one trial: apply the sampled values to the job config and fit a TorchTrainer.
 
     ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
@@ -70,11 +71,16 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
+    loop_config = {"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref}
+    if tracking:
+        run_id = run_start_trial(tracking, trial_id=trial_id, run_uri=join_uri(sweep_path, run_name),
+                                 params=config)
+        loop_config["tracking"] = {"tracking_uri": tracking["tracking_uri"], "run_id": run_id}
     trainer = build_torch_trainer(
         trial_job,
         run_name=run_name,
         sweep_path=sweep_path,
-        train_loop_config={"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref},
+        train_loop_config=loop_config,
         callbacks=[TuneReportCallback()],
     )
     result = trainer.fit()

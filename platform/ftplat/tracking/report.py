@@ -1,0 +1,161 @@
+"""Closing a sweep in MLflow: trial scores and statuses, the sweep report plot, the winner
+logged on the parent run and registered in the Model Registry."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from typing import Any
+
+from ftplat.storage import resolve_storage
+from ftplat.tracking.runs import build_client, find_trial_run_id
+from ftplat.tune.scope import SCOPES
+
+logger = logging.getLogger(__name__)
+
+
+def build_trial_status(record: dict[str, Any], full_length: int) -> str:
+    """MLflow status mirroring Tune: errors FAILED, trials stopped early (ASHA) KILLED."""
+    if record["status"] == "ERROR":
+        return "FAILED"
+    if record["status"] == "TERMINATED" and record["num_evaluations"] >= full_length:
+        return "FINISHED"
+    return "KILLED"
+
+
+def build_report_figure(summary: dict[str, Any], path: str) -> None:
+    """Scope score against each hyperparameter, and every trial's evaluation curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trials = [t for t in summary["trials"] if t["history"]]
+    params = list(summary["trials"][0]["hyperparameters"]) if summary["trials"] else []
+    scope, metric = summary["scope"], summary["objective"]["metric"]
+    winner = (summary["winner"] or {}).get("trial_id")
+    fig, axes = plt.subplots(1, len(params) + 1, figsize=(4.2 * (len(params) + 1), 3.6), squeeze=False)
+    for ax, param in zip(axes[0], params):
+        xs = [t["hyperparameters"][param] for t in trials]
+        ys = [t["scores"][scope] for t in trials]
+        ax.scatter(xs, ys, c=["tab:red" if t["trial_id"] == winner else "tab:blue" for t in trials])
+        if all(isinstance(x, (int, float)) and x > 0 for x in xs) and max(xs) / min(xs) > 20:
+            ax.set_xscale("log")
+        ax.set_xlabel(param)
+        ax.set_ylabel(f"{metric} [{scope}]")
+    curves = axes[0][-1]
+    for t in trials:
+        xs = [r.get("epoch") or r["training_iteration"] for r in t["history"]]
+        curves.plot(xs, [r[metric] for r in t["history"]], marker="o",
+                    lw=2.5 if t["trial_id"] == winner else 1, label=t["trial_id"])
+    curves.set_xlabel("epoch")
+    curves.set_ylabel(metric)
+    curves.legend(fontsize="small")
+    fig.suptitle(f"sweep {summary['sweep_name']}: winner {winner} (red, bold)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _copy_model_files(checkpoint_uri: str, dest: str) -> None:
+    from ftplat.tracking.pyfunc_model import EXCLUDED_FILES, MODEL_FILE_SUFFIXES
+    import pyarrow.fs as pafs
+
+    fs, path = resolve_storage(checkpoint_uri)
+    for info in fs.get_file_info(pafs.FileSelector(path)):
+        name = os.path.basename(info.path)
+        if info.type == pafs.FileType.File and name.endswith(MODEL_FILE_SUFFIXES) and name not in EXCLUDED_FILES:
+            with fs.open_input_stream(info.path) as src, open(os.path.join(dest, name), "wb") as out:
+                out.write(src.read())
+
+
+def run_register_winner(tracking: dict[str, str], summary: dict[str, Any], model_name: str) -> str | None:
+    """Log the winner's best checkpoint as a pyfunc model on the parent run and register it."""
+    import mlflow
+
+    from ftplat.tracking.pyfunc_model import TextClassifierModel
+
+    winner = summary["winner"]
+    if not winner or not winner["best_checkpoint"]:
+        return None
+    mlflow.set_tracking_uri(tracking["tracking_uri"])
+    with tempfile.TemporaryDirectory() as tmp:
+        _copy_model_files(winner["best_checkpoint"]["path"], tmp)
+        with mlflow.start_run(run_id=tracking["parent_run_id"]):
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                python_model=TextClassifierModel(),
+                artifacts={"hf_model": tmp},
+                registered_model_name=model_name,
+                pip_requirements=["transformers", "torch", "mlflow"],
+            )
+    version = str(info.registered_model_version)
+    client = build_client(tracking["tracking_uri"])
+    for key, value in {
+        "ftplat.sweep": summary["sweep_name"],
+        "ftplat.trial_id": winner["trial_id"],
+        "scope": summary["scope"],
+        f"{summary['objective']['metric']}.{summary['scope']}": str(winner["score"]),
+        "checkpoint": winner["best_checkpoint"]["path"],
+    }.items():
+        client.set_model_version_tag(model_name, version, key, value)
+    logger.info("Registered %s version %s", model_name, version)
+    return version
+
+
+def run_finish_sweep(tracking: dict[str, str], summary: dict[str, Any], *,
+                     registered_model_name: str | None, full_length: int | None) -> None:
+    """Final trial metrics and statuses, then the parent's winner, report plot and model."""
+    from mlflow.entities import Metric, Param
+
+    client = build_client(tracking["tracking_uri"])
+    full = full_length or max((t["num_evaluations"] for t in summary["trials"]), default=0)
+    for record in summary["trials"]:
+        run_id = find_trial_run_id(record["train_run_path"])
+        if run_id is None:  # the trial never started
+            continue
+        scores = [Metric(f"score.{s}", float(v), 0, 0) for s, v in record["scores"].items() if v is not None]
+        if scores:
+            client.log_batch(run_id, metrics=scores)
+        client.set_tag(run_id, "ftplat.tune_status", record["status"])
+        client.set_terminated(run_id, build_trial_status(record, full))
+
+    parent = tracking["parent_run_id"]
+    client.log_dict(parent, summary, "summary.json")
+    winner = summary["winner"]
+    if winner:
+        client.log_batch(parent, metrics=[Metric(f"winner.{summary['objective']['metric']}.{summary['scope']}",
+                                                 float(winner["score"]), 0, 0)],
+                         params=[Param("winner.trial_id", winner["trial_id"])])
+        client.set_tag(parent, "ftplat.winner", winner["trial_id"])
+    with tempfile.TemporaryDirectory() as tmp:
+        plot = os.path.join(tmp, "sweep_report.png")
+        build_report_figure(summary, plot)
+        client.log_artifact(parent, plot)
+    if registered_model_name and winner:
+        run_register_winner(tracking, summary, registered_model_name)
+    client.set_terminated(parent, "FINISHED")
+
+
+def build_parent_params(job_dump: dict[str, Any], space_dump: dict[str, Any]) -> dict[str, Any]:
+    """Flat params of the parent run: the fixed job config, the scope, and the searched ranges."""
+    params: dict[str, Any] = {}
+
+    def flatten(prefix: str, node: Any) -> None:
+        if isinstance(node, dict) and node and all(isinstance(k, str) for k in node):
+            for k, v in node.items():
+                flatten(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            params[prefix] = node
+
+    flatten("job", job_dump)
+    params["search.scope"] = space_dump["scope"]
+    params["search.objective"] = f"{space_dump['objective']['metric']} ({space_dump['objective']['mode']})"
+    params["search.num_samples"] = space_dump["num_samples"]
+    params["search.seed"] = space_dump["seed"]
+    params["search.scheduler"] = space_dump["scheduler"]["type"]
+    for path, dist in space_dump["parameters"].items():
+        params[f"space.{path}"] = dist
+    params["scopes"] = ",".join(SCOPES)
+    return params

@@ -1,0 +1,158 @@
+"""MLflow runs of a sweep: the parent run (sweep driver) and one child run per trial.
+
+Run ids are kept in the sweep's storage, so a resumed sweep or a restarted trial continues
+the same runs instead of creating new ones. Only the sweep driver and the trial drivers
+create runs; rank 0 of each trial logs into its trial's run (``ftplat.tracking.callback``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ftplat.config.schema import TrackingConfig
+from ftplat.storage import join_uri, path_exists, read_json, write_json
+from ftplat.versions import collect_versions
+
+logger = logging.getLogger(__name__)
+
+TRACKING_FILE = "mlflow_runs.json"
+PARENT_RUN_TAG = "mlflow.parentRunId"
+_SECRET_KEY = re.compile(r"token|secret|password|passwd|credential|api[_-]?key|access[_-]?key", re.I)
+_URI_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def resolve_tracking_uri(cfg: TrackingConfig) -> str:
+    """Absolute tracking URI: workers run in another cwd, so ``sqlite:///mlflow.db`` would
+    point each of them at a different file."""
+    uri = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    return uri
+
+
+def build_artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
+    """Where a new experiment keeps artifacts: beside a local sqlite store (MLflow would use
+    ``./mlruns`` of whichever process creates it); a server decides for itself."""
+    if tracking_uri.startswith("sqlite:///"):
+        root = Path(tracking_uri[len("sqlite:///"):]).parent / "mlartifacts" / experiment_name
+        return root.as_uri()
+    return None
+
+
+def redact(key: str, value: Any) -> Any:
+    """Hide secrets: values of secret-looking keys, and credentials inside URIs."""
+    if _SECRET_KEY.search(key):
+        return "***"
+    if isinstance(value, str):
+        return _URI_USERINFO.sub("***@", value)
+    return value
+
+
+def build_client(tracking_uri: str):
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def check_tracking_reachable(cfg: TrackingConfig) -> str:
+    """Fail fast (``ValueError`` naming the field) when the tracking server cannot be used."""
+    uri = resolve_tracking_uri(cfg)
+    if uri.startswith(("http://", "https://")):
+        # One quick attempt instead of MLflow's minutes of retries.
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    try:
+        build_client(uri).search_experiments(max_results=1)
+    except Exception as exc:  # MLflow raises many types for an unusable store
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(
+            f"tracking.tracking_uri {uri!r} is not usable ({first[:200]}); start the server, fix the "
+            "URI, or set tracking.enabled=false"
+        ) from None
+    return uri
+
+
+def build_run_tags(sweep_name: str, *, dashboard_url: str | None) -> dict[str, str]:
+    tags = {"ftplat.sweep": sweep_name}
+    job_config = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
+    if job_config:
+        submission = json.loads(job_config).get("metadata", {}).get("job_submission_id")
+        if submission:
+            tags["ray.job_submission_id"] = submission
+    if dashboard_url:
+        tags["ray.dashboard_url"] = dashboard_url if "://" in dashboard_url else f"http://{dashboard_url}"
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if commit.returncode == 0:
+            tags["mlflow.source.git.commit"] = commit.stdout.strip()
+    except OSError:
+        pass
+    for name, version in collect_versions().items():
+        tags[f"version.{name}"] = str(version)
+    return tags
+
+
+def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, params: dict[str, Any],
+                     config_json: dict[str, Any], dashboard_url: str | None) -> dict[str, str]:
+    """Create the sweep's parent run, or reopen the one a previous driver created."""
+    uri = resolve_tracking_uri(cfg)
+    client = build_client(uri)
+    ids_uri = join_uri(sweep_path, TRACKING_FILE)
+    if path_exists(ids_uri):
+        ids = read_json(ids_uri)
+        client.update_run(ids["parent_run_id"], status="RUNNING")
+        logger.info("Continuing MLflow parent run %s", ids["parent_run_id"])
+        return ids
+    experiment = client.get_experiment_by_name(cfg.experiment_name)
+    experiment_id = (
+        experiment.experiment_id
+        if experiment
+        else client.create_experiment(
+            cfg.experiment_name, artifact_location=build_artifact_location(uri, cfg.experiment_name)
+        )
+    )
+    run = client.create_run(experiment_id, run_name=sweep_name,
+                            tags=build_run_tags(sweep_name, dashboard_url=dashboard_url))
+    log_params(client, run.info.run_id, params)
+    client.log_dict(run.info.run_id, config_json, "sweep_config.json")
+    ids = {"tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": run.info.run_id}
+    write_json(ids_uri, ids)
+    logger.info("MLflow parent run %s in experiment %r at %s", run.info.run_id, cfg.experiment_name, uri)
+    return ids
+
+
+def log_params(client, run_id: str, params: dict[str, Any]) -> None:
+    from mlflow.entities import Param
+
+    items = [Param(k, str(redact(k, v))[:6000]) for k, v in params.items()]
+    for start in range(0, len(items), 100):  # MLflow takes at most 100 params per batch
+        client.log_batch(run_id, params=items[start : start + 100])
+
+
+def run_start_trial(tracking: dict[str, str], *, trial_id: str, run_uri: str, params: dict[str, Any]) -> str:
+    """The trial's child run id: created once, found again in storage after a restart."""
+    ids_uri = join_uri(run_uri, TRACKING_FILE)
+    client = build_client(tracking["tracking_uri"])
+    if path_exists(ids_uri):
+        run_id = read_json(ids_uri)["run_id"]
+        client.update_run(run_id, status="RUNNING")
+        return run_id
+    run = client.create_run(
+        tracking["experiment_id"],
+        run_name=f"trial-{trial_id}",
+        tags={PARENT_RUN_TAG: tracking["parent_run_id"], "ftplat.trial_id": trial_id},
+    )
+    log_params(client, run.info.run_id, params)
+    write_json(ids_uri, {"run_id": run.info.run_id})
+    return run.info.run_id
+
+
+def find_trial_run_id(run_uri: str) -> str | None:
+    ids_uri = join_uri(run_uri, TRACKING_FILE)
+    return read_json(ids_uri)["run_id"] if path_exists(ids_uri) else None

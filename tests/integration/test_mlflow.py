@@ -1,0 +1,128 @@
+"""MLflow tracking against a real `mlflow server` on 127.0.0.1: one parent run per sweep, one
+child per trial written from rank 0 only, the winner registered."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from mlflow import MlflowClient
+
+from ftplat.config.loading import load_sweep_configs
+from ftplat.tune.sweep import run_sweep
+
+pytestmark = pytest.mark.integration
+
+
+def find_free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = find_free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination", str(root / "artifacts"),
+         "--workers", "1"],
+        stdout=open(root / "server.log", "w"), stderr=subprocess.STDOUT,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(f"{uri}/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(1)
+    else:
+        proc.kill()
+        pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+    yield uri
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def tracked_sweep(ray_cluster, mlflow_server, tiny_model_dir, sentiment_data_dir, tmp_path_factory):
+    storage = tmp_path_factory.mktemp("storage")
+    job, space = load_sweep_configs(None, None, [
+        f"model.name_or_path={tiny_model_dir}", f"data.source={sentiment_data_dir}",
+        f"storage.storage_path={storage}", "storage.sweep_name=tracked",
+        f"tracking.tracking_uri={mlflow_server}", "tracking.experiment_name=ftplat-test",
+        "tracking.registered_model_name=tiny-sentiment",
+        "data.max_length=48", "data.train_size=512", "data.eval_size=128",
+        "training.num_train_epochs=2.0", "training.per_device_train_batch_size=8", "training.logging_steps=8",
+        "resources.num_workers=2", "resources.max_concurrent_trials=1",
+        "search.num_samples=3", "search.seed=3",
+        "search.parameters.training.learning_rate={type: loguniform, low: 3.0e-4, high: 1.0e-2}",
+        "search.parameters.training.warmup_steps={type: uniform, low: 0.0, high: 0.2}",
+        "search.parameters.training.weight_decay={type: uniform, low: 0.0, high: 0.1}",
+    ])
+    summary = run_sweep(job, space)
+    return MlflowClient(mlflow_server), summary
+
+
+def test_one_parent_and_one_child_per_trial(tracked_sweep):
+    client, summary = tracked_sweep
+    exp = client.get_experiment_by_name("ftplat-test")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(children) == 3  # 2 workers per trial, still one run each
+    parent = parents[0]
+    assert parent.info.run_id == summary["mlflow"]["parent_run_id"]
+    assert {c.data.tags["mlflow.parentRunId"] for c in children} == {parent.info.run_id}
+    assert {c.data.tags["ftplat.trial_id"] for c in children} == {t["trial_id"] for t in summary["trials"]}
+    assert parent.info.status == "FINISHED" and {c.info.status for c in children} == {"FINISHED"}
+    assert parent.data.tags["version.ray"].startswith("2.60") and parent.data.tags["ftplat.sweep"] == "tracked"
+    assert parent.data.params["search.scope"] == "last"
+
+
+def test_child_runs_hold_params_and_step_metrics(tracked_sweep):
+    client, summary = tracked_sweep
+    for trial in summary["trials"]:
+        run = next(r for r in client.search_runs([client.get_experiment_by_name("ftplat-test").experiment_id])
+                   if r.data.tags.get("ftplat.trial_id") == trial["trial_id"])
+        p = run.data.params
+        assert float(p["training.learning_rate"]) == pytest.approx(trial["hyperparameters"]["training.learning_rate"])
+        assert float(p["hf.learning_rate"]) == pytest.approx(trial["hyperparameters"]["training.learning_rate"])
+        assert p["hf.eval_strategy"] == "epoch"
+        history = client.get_metric_history(run.info.run_id, "eval_accuracy")
+        assert [h.value for h in history] == [r["eval_accuracy"] for r in trial["history"]]
+        assert [h.step for h in history] == [r["step"] for r in trial["history"]]
+        assert len(client.get_metric_history(run.info.run_id, "loss")) >= 2
+        assert len(client.get_metric_history(run.info.run_id, "learning_rate")) >= 2
+        for scope, value in trial["scores"].items():
+            assert run.data.metrics[f"score.{scope}"] == pytest.approx(value)
+
+
+def test_parent_holds_winner_plot_and_registered_model(tracked_sweep):
+    client, summary = tracked_sweep
+    parent = client.get_run(summary["mlflow"]["parent_run_id"])
+    winner = summary["winner"]
+    assert parent.data.params["winner.trial_id"] == winner["trial_id"]
+    assert parent.data.metrics["winner.eval_accuracy.last"] == pytest.approx(winner["score"])
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"sweep_report.png", "summary.json", "sweep_config.json"} <= artifacts
+    versions = client.search_model_versions("name='tiny-sentiment'")
+    assert len(versions) == 1
+    assert versions[0].tags["ftplat.trial_id"] == winner["trial_id"]
+    assert float(versions[0].tags["eval_accuracy.last"]) == pytest.approx(winner["score"])
+
+
+def test_registered_model_predicts(tracked_sweep):
+    import mlflow
+
+    client, _ = tracked_sweep
+    mlflow.set_tracking_uri(client.tracking_uri)
+    model = mlflow.pyfunc.load_model("models:/tiny-sentiment/1")
+    out = model.predict(["i love this movie", "i hate this movie"])
+    assert len(out) == 2 and {o["label"] for o in out} <= {"neg", "pos"}
