@@ -160,5 +160,5 @@ def test_readme_config_reference_is_current():
     from ftplat.config.reference import build_reference_markdown
 
     assert build_reference_markdown() in (REPO / "README.md").read_text(), (
-        "README.md's config reference is stale: replace it with `python -m ftplat.config.reference`"
+        "README.md's config reference is stale: run `python -m ftplat.config.reference --write README.md`"
     )

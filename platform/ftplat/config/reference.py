@@ -10,7 +10,7 @@ from pydantic_core import PydanticUndefined
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import AshaSchedulerConfig, ObjectiveConfig, SearchSpaceConfig
 
-BEGIN = "<!-- BEGIN GENERATED CONFIG REFERENCE (python -m ftplat.config.reference) -->"
+BEGIN = "<!-- BEGIN GENERATED CONFIG REFERENCE (python -m ftplat.config.reference --write README.md) -->"
 END = "<!-- END GENERATED CONFIG REFERENCE -->"
 
 
@@ -58,5 +58,19 @@ def build_reference_markdown() -> str:
     return "\n".join(lines)
 
 
+def run_update_readme(path: str) -> None:
+    """Replace the generated block of ``path`` with the current reference."""
+    with open(path) as f:
+        text = f.read()
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    with open(path, "w") as f:
+        f.write(text[:start] + build_reference_markdown() + text[end:])
+
+
 if __name__ == "__main__":
-    print(build_reference_markdown())
+    import sys
+
+    if sys.argv[1:2] == ["--write"]:
+        run_update_readme(sys.argv[2])
+    else:
+        print(build_reference_markdown())
