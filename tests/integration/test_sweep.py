@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import ray.train
 from ray.tune import ExperimentAnalysis
 
 from ftplat.config.loading import load_sweep_configs
@@ -39,7 +40,8 @@ def build_tiny_overrides(model_dir, data_dir, storage, name, *extra):
 def sweep(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path_factory):
     storage = tmp_path_factory.mktemp("storage")
     job, space = load_sweep_configs(
-        None, None, build_tiny_overrides(tiny_model_dir, sentiment_data_dir, storage, "tiny")
+        None, None, build_tiny_overrides(tiny_model_dir, sentiment_data_dir, storage, "tiny",
+                                         "retention.keep_top_k_trials=1", "retention.keep_trial_latest=false")
     )
     summary = run_sweep(job, space)
     return job, space, summary, Path(storage) / "tiny"
@@ -85,12 +87,18 @@ def test_every_report_carries_the_running_objective(sweep):
             assert row["training_iteration"] == n
 
 
-def test_checkpoints_are_in_storage(sweep):
+def test_checkpoints_are_in_storage_under_the_retention_policy(sweep):
     job, _, summary, sweep_dir = sweep
     for trial in summary["trials"]:
         run_dir = sweep_dir / f"train-{trial['trial_id']}"
         names = sorted(p.name for p in run_dir.glob("checkpoint-*"))
-        assert names == sorted(r["checkpoint_name"] for r in trial["history"])
+        if trial["trial_id"] == summary["winner"]["trial_id"]:  # top-1 trial: its save_total_limit=2 set
+            assert names == sorted(r["checkpoint_name"] for r in trial["history"])
+        else:  # the others keep only their best (keep_trial_latest=false)
+            assert names == [Path(trial["best_checkpoint"]["path"]).name]
+        # Ray's snapshot was pruned with the folders: the run still loads
+        result = ray.train.Result.from_path(str(run_dir))
+        assert sorted(Path(c.path).name for c, _ in result.best_checkpoints) == names
         best = Path(trial["best_checkpoint"]["path"])
         assert best.parent == run_dir
         for required in ("model.safetensors", "config.json", "trainer_state.json", "optimizer.pt", "tokenizer.json"):

@@ -175,15 +175,19 @@ def select_snapshot_names(snapshot_json: str) -> set[str]:
     return {entry["checkpoint_dir_name"] for entry in entries}
 
 
-def build_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bool) -> list[GcAction]:
-    """Read the sweep's summary and storage listing (no writes) and plan the gc."""
+def build_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bool,
+                  summary: dict[str, Any] | None = None) -> list[GcAction]:
+    """Read the sweep's storage listing (no writes) and plan the gc; the summary is read from
+    ``summary.json`` unless the sweep driver passes the one it is about to write."""
     if "://" not in sweep_uri:
         # pyarrow wants absolute local paths; the CLI may be given a relative one.
         sweep_uri = os.path.abspath(sweep_uri)
     fs, root = resolve_storage(sweep_uri)
-    text = _read_text(fs, posixpath.join(root, SUMMARY_FILE))
-    if text is None:
-        raise ValueError(f"no {SUMMARY_FILE} in {sweep_uri}: not an ftplat sweep folder, or it has not ended")
+    if summary is None:
+        text = _read_text(fs, posixpath.join(root, SUMMARY_FILE))
+        if text is None:
+            raise ValueError(f"no {SUMMARY_FILE} in {sweep_uri}: not an ftplat sweep folder, or it has not ended")
+        summary = json.loads(text)
     folders, tracked = {}, {}
     for run in _list_dirs(fs, root):
         if not run.startswith(TRAIN_RUN_PREFIX):
@@ -193,7 +197,7 @@ def build_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bo
         snapshot = _read_text(fs, posixpath.join(run_path, SNAPSHOT_FILE))
         if snapshot is not None:
             tracked[run] = select_snapshot_names(snapshot)
-    return select_gc_plan(json.loads(text), folders, tracked, policy,
+    return select_gc_plan(summary, folders, tracked, policy,
                           greater_is_better=greater_is_better, sweep_uri=sweep_uri)
 
 

@@ -6,6 +6,7 @@ import sys
 
 COMMANDS = {
     "sweep": ("ftplat.cli.sweep", "run a hyperparameter sweep"),
+    "checkpoints": ("ftplat.cli.checkpoints", "checkpoints gc SWEEP [--dry-run]: apply the retention policy"),
 }
 
 

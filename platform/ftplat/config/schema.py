@@ -249,6 +249,23 @@ class StorageConfig(StrictModel):
         return value
 
 
+class RetentionConfig(StrictModel):
+    """Which checkpoints a sweep keeps in storage (per trial: training.save_total_limit with
+    HF semantics, the best always kept). Applied to finished trials when the sweep ends, and
+    by ``ftplat checkpoints gc``. Never deleted: the winner's best checkpoint, and the latest
+    checkpoint of a running trial."""
+
+    keep_top_k_trials: int | None = Field(default=None, ge=0)
+    """Trials (by scope score) that keep their save_total_limit checkpoints; the others keep
+    only their best and/or latest. null: every trial keeps its save_total_limit set."""
+    keep_trial_best: bool = True
+    """Trials outside the top K keep their best checkpoint."""
+    keep_trial_latest: bool = True
+    """Trials outside the top K keep their latest checkpoint (to resume them)."""
+    apply_at_end: bool = True
+    """Delete what the policy does not keep when the sweep ends (false: only report it)."""
+
+
 class TrackingConfig(StrictModel):
     """MLflow: one parent run per sweep, one child run per trial."""
 
@@ -272,4 +289,5 @@ class JobConfig(StrictModel):
     training: TrainingConfig = TrainingConfig()
     resources: ResourcesConfig = ResourcesConfig()
     storage: StorageConfig = StorageConfig()
+    retention: RetentionConfig = RetentionConfig()
     tracking: TrackingConfig = TrackingConfig()

@@ -12,6 +12,8 @@ import ray
 from ray import tune
 from ray._private.worker import get_dashboard_url
 
+from ftplat.checkpoints.gc import build_gc_plan, run_gc_plan
+from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables
@@ -91,6 +93,22 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
     )
 
 
+def build_retention_policy(job: JobConfig) -> RetentionPolicy:
+    r = job.retention
+    return RetentionPolicy(save_total_limit=job.training.save_total_limit, keep_top_k_trials=r.keep_top_k_trials,
+                           keep_trial_best=r.keep_trial_best, keep_trial_latest=r.keep_trial_latest)
+
+
+def run_sweep_retention(job: JobConfig, sweep_path: str, summary: dict[str, Any]) -> dict[str, int]:
+    """Apply the retention policy to the finished sweep; return the action counts."""
+    plan = build_gc_plan(sweep_path, build_retention_policy(job), job.training.resolved_greater_is_better,
+                         summary=summary)
+    run_gc_plan(plan, dry_run=not job.retention.apply_at_end)
+    counts = {a: sum(1 for x in plan if x.action == a) for a in sorted({x.action for x in plan})}
+    logger.info("Checkpoint retention (%s): %s", "applied" if job.retention.apply_at_end else "dry run", counts)
+    return counts
+
+
 def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False) -> dict[str, Any]:
     """Run a whole sweep and return its summary (also written to ``<sweep>/summary.json``).
 
@@ -137,6 +155,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 "mlflow": tracking,
             },
         )
+        summary["checkpoint_gc"] = run_sweep_retention(job, sweep_path, summary)
         if tracking:
             run_finish_sweep(tracking, summary, registered_model_name=job.tracking.registered_model_name,
                              full_length=build_max_evaluations(job))

@@ -1,0 +1,50 @@
+"""``ftplat checkpoints gc SWEEP [--dry-run]``: apply a retention policy to a finished sweep."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ftplat.cli.sweep import EXIT_USAGE
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Manage a sweep's checkpoints in storage.")
+    sub = p.add_subparsers(dest="action", required=True)
+    gc = sub.add_parser("gc", help="delete the checkpoints the retention policy does not keep")
+    gc.add_argument("sweep", help="the sweep folder: <storage_path>/<sweep_name> (local path or s3://)")
+    gc.add_argument("--dry-run", action="store_true", help="print what would be kept and deleted, and why")
+    gc.add_argument("--save-total-limit", type=int, help="per-trial limit (default: the sweep's)")
+    gc.add_argument("--keep-top-k-trials", type=int, help="trials keeping their full set (default: the sweep's)")
+    gc.add_argument("--no-trial-best", action="store_true", help="trials outside the top K drop their best")
+    gc.add_argument("--no-trial-latest", action="store_true", help="trials outside the top K drop their latest")
+    return p
+
+
+def main(argv: list[str] | None = None, *, prog: str = "ftplat checkpoints") -> int:
+    args = build_parser(prog).parse_args(argv)
+    from ftplat.checkpoints.gc import build_gc_plan, format_gc_plan, run_gc_plan
+    from ftplat.checkpoints.retention import RetentionPolicy
+    from ftplat.storage import join_uri, path_exists, read_json
+
+    try:
+        summary_uri = join_uri(args.sweep, "summary.json")
+        if not path_exists(summary_uri):
+            raise ValueError(f"SWEEP {args.sweep!r} has no summary.json: not a finished ftplat sweep folder")
+        summary = read_json(summary_uri)
+        saved = summary.get("retention") or {}
+        policy = RetentionPolicy(
+            save_total_limit=args.save_total_limit or summary.get("save_total_limit", 2),
+            keep_top_k_trials=args.keep_top_k_trials if args.keep_top_k_trials is not None
+            else saved.get("keep_top_k_trials"),
+            keep_trial_best=not args.no_trial_best and saved.get("keep_trial_best", True),
+            keep_trial_latest=not args.no_trial_latest and saved.get("keep_trial_latest", True),
+        )
+        plan = build_gc_plan(args.sweep, policy, summary.get("greater_is_better", True), summary=summary)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_gc_plan(plan))
+    applied = run_gc_plan(plan, dry_run=args.dry_run)
+    print("dry run: nothing deleted" if args.dry_run else f"applied {len(applied)} actions")
+    return 0
