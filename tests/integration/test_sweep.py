@@ -113,3 +113,46 @@ def test_sweep_name_cannot_be_reused_without_resume(sweep):
     job, space, _, _ = sweep
     with pytest.raises(ValueError, match="already exists .* pass --resume"):
         run_sweep(job, space)
+
+
+def test_exported_winner_reproduces_its_accuracy(sweep, tmp_path, capsys):
+    from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+
+    from ftplat.cli.main import main as ftplat_main
+    from ftplat.data.preparation import build_tokenized_tables, build_torch_dataset
+    from ftplat.train.arguments import build_training_arguments
+    from ftplat.train.modeling import build_tokenizer, compute_classification_metrics
+
+    job, _, summary, sweep_dir = sweep
+    out = tmp_path / "export"
+    assert ftplat_main(["export", str(sweep_dir), str(out)]) == 0
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {p.name for p in out.iterdir()}
+    assert not (out / "optimizer.pt").exists()
+    assert "## Score under every scope" in (out / "README.md").read_text()
+
+    model = AutoModelForSequenceClassification.from_pretrained(out)
+    assert model.config.id2label == {0: "neg", 1: "pos"}
+    tables = build_tokenized_tables(job.data, job.model)
+    tokenizer = build_tokenizer(job.model)
+    trainer = Trainer(model=model, args=build_training_arguments(job, output_dir=str(tmp_path / "eval")),
+                      eval_dataset=build_torch_dataset(tables["eval"]), processing_class=tokenizer,
+                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_classification_metrics)
+    recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
+    assert trainer.evaluate()["eval_accuracy"] == pytest.approx(recorded, abs=1e-9)
+
+    capsys.readouterr()
+    assert ftplat_main(["predict", str(out), "I hate this movie", "i love this movie"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and all(line.split("\t")[0] in {"neg", "pos"} for line in lines)
+    assert ftplat_main(["export", str(sweep_dir), str(out)]) == 2  # never overwrites
+
+
+def test_checkpoints_gc_dry_run_lists_every_folder(sweep, capsys):
+    from ftplat.cli.main import main as ftplat_main
+
+    _, _, summary, sweep_dir = sweep
+    before = sorted(p.relative_to(sweep_dir) for p in sweep_dir.glob("train-*/checkpoint-*"))
+    assert ftplat_main(["checkpoints", "gc", str(sweep_dir), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: nothing deleted" in out and "0 delete" in out  # the sweep already applied its policy
+    assert sorted(p.relative_to(sweep_dir) for p in sweep_dir.glob("train-*/checkpoint-*")) == before

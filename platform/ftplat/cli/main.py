@@ -7,6 +7,8 @@ import sys
 COMMANDS = {
     "sweep": ("ftplat.cli.sweep", "run a hyperparameter sweep"),
     "checkpoints": ("ftplat.cli.checkpoints", "checkpoints gc SWEEP [--dry-run]: apply the retention policy"),
+    "export": ("ftplat.cli.export", "export SWEEP OUT_DIR: the winner as a Hugging Face model directory"),
+    "predict": ("ftplat.cli.predict", "predict MODEL_DIR TEXT... [--file F]: labels and scores"),
 }
 
 

@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import mlflow.pyfunc
 
-#: Files of a HF checkpoint that make up the model (not the optimizer or RNG state).
-MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".txt", ".model")
-EXCLUDED_FILES = {"trainer_state.json"}
-
-
 class TextClassifierModel(mlflow.pyfunc.PythonModel):
     """``predict`` takes a list of texts (or a DataFrame with a ``text`` column) and returns
     ``[{"label": ..., "score": ...}, ...]``."""

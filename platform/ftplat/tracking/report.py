@@ -8,7 +8,7 @@ import os
 import tempfile
 from typing import Any
 
-from ftplat.storage import resolve_storage
+from ftplat.checkpoints.export import run_copy_model_files
 from ftplat.tracking.runs import build_client, find_trial_run_id
 from ftplat.tune.scope import SCOPES
 
@@ -58,18 +58,6 @@ def build_report_figure(summary: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
-def _copy_model_files(checkpoint_uri: str, dest: str) -> None:
-    from ftplat.tracking.pyfunc_model import EXCLUDED_FILES, MODEL_FILE_SUFFIXES
-    import pyarrow.fs as pafs
-
-    fs, path = resolve_storage(checkpoint_uri)
-    for info in fs.get_file_info(pafs.FileSelector(path)):
-        name = os.path.basename(info.path)
-        if info.type == pafs.FileType.File and name.endswith(MODEL_FILE_SUFFIXES) and name not in EXCLUDED_FILES:
-            with fs.open_input_stream(info.path) as src, open(os.path.join(dest, name), "wb") as out:
-                out.write(src.read())
-
-
 def run_register_winner(tracking: dict[str, str], summary: dict[str, Any], model_name: str) -> str | None:
     """Log the winner's best checkpoint as a pyfunc model on the parent run and register it."""
     import mlflow
@@ -81,7 +69,7 @@ def run_register_winner(tracking: dict[str, str], summary: dict[str, Any], model
         return None
     mlflow.set_tracking_uri(tracking["tracking_uri"])
     with tempfile.TemporaryDirectory() as tmp:
-        _copy_model_files(winner["best_checkpoint"]["path"], tmp)
+        run_copy_model_files(winner["best_checkpoint"]["path"], tmp)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(
                 name="model",

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import math
 import posixpath
+import re
 from typing import Any
 
 from ray.tune import ExperimentAnalysis
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
-from ftplat.storage import join_uri, path_exists, read_json, resolve_storage
+from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
 from ftplat.train.reporting import CHECKPOINT_NAME_KEY
 from ftplat.tune.scope import SCOPES, compute_scope_stats, scope_score, select_best
 from ftplat.tune.trial import TRIAL_RESULT_FILE, build_train_run_name
@@ -61,6 +62,37 @@ def _read_train_result(run_uri: str) -> dict | None:
     return read_json(uri) if path_exists(uri) else None
 
 
+def read_trainer_state_evals(run_uri: str, metric: str) -> list[dict]:
+    """Evaluation entries of the newest checkpoint's ``trainer_state.json`` in a Train run.
+
+    After a restart Tune's history of a trial begins again where the run resumed, but the
+    Trainer's own log history, restored from the checkpoint, still holds every evaluation
+    (and none of those a crash rolled back)."""
+    steps = [int(n.split("-", 1)[1]) for n in list_dir_names(run_uri) if re.fullmatch(r"checkpoint-\d+", n)]
+    if not steps:
+        return []
+    uri = join_uri(run_uri, f"checkpoint-{max(steps)}", "trainer_state.json")
+    if not path_exists(uri):
+        return []
+    return [e for e in read_json(uri).get("log_history", []) if metric in e]
+
+
+def build_complete_history(tune_rows: list[dict], trainer_evals: list[dict]) -> list[dict]:
+    """Tune's rows, with evaluations only the Trainer's state remembers put back in step
+    order and iterations renumbered; without such gaps Tune's rows are returned as they are."""
+    known = {row.get("step") for row in tune_rows}
+    missing = [e for e in trainer_evals if e.get("step") not in known]
+    if not missing:
+        return tune_rows
+    restored = [
+        {**{k: _clean(e[k]) for k in _HISTORY_KEYS if k in e}, "checkpoint_name": f"checkpoint-{e['step']}",
+         "source": "trainer_state"}
+        for e in missing
+    ]
+    merged = sorted(tune_rows + restored, key=lambda r: r.get("step") or 0)
+    return [{**row, "training_iteration": i} for i, row in enumerate(merged, start=1)]
+
+
 def build_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> dict:
     metric, mode = space.objective.metric, space.objective.mode
     rows = []
@@ -69,8 +101,9 @@ def build_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig
         for raw in frame.to_dict("records"):
             if metric in raw:
                 rows.append({k: _clean(raw[k]) for k in _HISTORY_KEYS if k in raw})
-    stats = compute_scope_stats((r["training_iteration"], r[metric] if r[metric] is not None else math.nan) for r in rows)
     run_uri = join_uri(sweep_path, build_train_run_name(trial.trial_id))
+    rows = build_complete_history(rows, read_trainer_state_evals(run_uri, metric))
+    stats = compute_scope_stats((r["training_iteration"], r[metric] if r[metric] is not None else math.nan) for r in rows)
     best_row = select_best_row(rows, job.training.metric_for_best_model, job.training.resolved_greater_is_better)
     best_checkpoint = None
     if best_row is not None and best_row.get(CHECKPOINT_NAME_KEY):

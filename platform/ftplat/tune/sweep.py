@@ -18,7 +18,7 @@ from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables
 from ftplat.runtime import run_ray_init
-from ftplat.storage import check_writable, join_uri, path_exists, write_json
+from ftplat.storage import check_writable, join_uri, path_exists, read_json, write_json
 from ftplat.train.reporting import OBJECTIVE_KEY
 from ftplat.tracking.report import build_parent_params, run_finish_sweep
 from ftplat.tracking.runs import build_client, check_tracking_reachable, run_start_parent
@@ -58,6 +58,18 @@ def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_na
     if job.tracking.enabled:
         check_tracking_reachable(job.tracking)
     return sweep_path
+
+
+def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> tuple[JobConfig, SearchSpaceConfig]:
+    """A resumed sweep continues with the configs it started with (trials already run used
+    them); a different config on the command line is reported and ignored."""
+    stored = read_json(join_uri(sweep_path, SWEEP_CONFIG_FILE))
+    stored_job = JobConfig.model_validate(stored["job"])
+    stored_space = SearchSpaceConfig.model_validate(stored["search_space"])
+    if stored_job != job or stored_space != space:
+        logger.warning("--resume: continuing with the configs stored in %s; the ones given now differ and are ignored",
+                       join_uri(sweep_path, SWEEP_CONFIG_FILE))
+    return stored_job, stored_space
 
 
 def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sweep_path: str,
@@ -116,6 +128,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     """
     sweep_name = build_sweep_name(job)
     sweep_path = check_sweep_preconditions(job, space, sweep_name, resume=resume)
+    if resume:
+        job, space = build_resumed_configs(job, space, sweep_path)
     started = time.perf_counter()
     tables = build_tokenized_tables(job.data, job.model)
     data_stats = tables.pop("stats")

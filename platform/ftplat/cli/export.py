@@ -1,0 +1,27 @@
+"""``ftplat export SWEEP OUT_DIR``: the sweep's winner as a Hugging Face model directory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ftplat.cli.sweep import EXIT_USAGE
+
+
+def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="Export a finished sweep's winner (its best checkpoint) "
+                                "as a model directory with a model card.")
+    p.add_argument("sweep", help="the sweep folder: <storage_path>/<sweep_name> (local path or s3://)")
+    p.add_argument("out_dir", help="a new or empty folder")
+    args = p.parse_args(argv)
+    from ftplat.checkpoints.export import run_export
+
+    try:
+        record = run_export(args.sweep, args.out_dir)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    trial = record["trial"]
+    print(f"Exported trial {trial['trial_id']} ({record['objective']['metric']}[{record['scope']}] = "
+          f"{trial['scores'][record['scope']]}) from {trial['best_checkpoint']['path']} to {args.out_dir}")
+    return 0
