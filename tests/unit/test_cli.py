@@ -58,3 +58,15 @@ def test_job_script_help_runs_without_ray():
     out = subprocess.run([sys.executable, "jobs/imdb_sweep.py", "--help"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "--search-space" in out.stdout and "key=value" in out.stdout
+
+
+def test_paths_inside_a_job_working_dir_copy_are_flagged():
+    from ftplat.config.loading import load_sweep_configs
+    from ftplat.tune.sweep import build_ephemeral_path_warnings
+
+    cwd = "/tmp/ray/session_x/runtime_resources/working_dir_files/_ray_pkg_abc"
+    job, _ = load_sweep_configs(None, None, [f"storage.storage_path={cwd}/out",
+                                             f"tracking.tracking_uri=sqlite:///{cwd}/mlflow.db"])
+    warnings = build_ephemeral_path_warnings(job, cwd)
+    assert len(warnings) == 2 and "storage.storage_path" in warnings[0] and "tracking.tracking_uri" in warnings[1]
+    assert build_ephemeral_path_warnings(job, "/home/me/project") == []

@@ -38,6 +38,23 @@ def build_sweep_name(job: JobConfig) -> str:
     return "sweep-" + dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
+def build_ephemeral_path_warnings(job: JobConfig, cwd: str) -> list[str]:
+    """Paths that would land in a ``ray job submit`` working-dir copy, which Ray deletes."""
+    if "working_dir_files" not in cwd:
+        return []
+    found = []
+    if job.storage.storage_path.startswith(cwd):
+        found.append(f"storage.storage_path {job.storage.storage_path!r}")
+    if job.tracking.enabled:
+        from ftplat.tracking.runs import resolve_tracking_uri
+
+        uri = resolve_tracking_uri(job.tracking)
+        if uri.startswith("sqlite:///") and uri[len("sqlite:///"):].startswith(cwd):
+            found.append(f"tracking.tracking_uri {uri!r}")
+    return [f"{item} is inside the job's working-dir copy, which Ray deletes after the job; "
+            "give an absolute path (or an s3:// / http:// URI)" for item in found]
+
+
 def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_name: str, *, resume: bool) -> str:
     """Checks that need no cluster; returns the sweep's storage URI. Raises ``ValueError``."""
     if looks_like_local_path(job.model.name_or_path) and not os.path.isdir(job.model.name_or_path):
@@ -128,6 +145,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     """
     sweep_name = build_sweep_name(job)
     sweep_path = check_sweep_preconditions(job, space, sweep_name, resume=resume)
+    for warning in build_ephemeral_path_warnings(job, os.getcwd()):
+        logger.warning(warning)
     if resume:
         job, space = build_resumed_configs(job, space, sweep_path)
     started = time.perf_counter()
