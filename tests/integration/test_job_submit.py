@@ -91,12 +91,19 @@ def local_cluster():
     env = build_cluster_env(state_dir, token_path)
     started = subprocess.run(
         [str(LOCAL / "start.sh"), "--state-dir", str(state_dir), "--random-ports",
-         "--num-cpus", "4", "--object-store-memory", str(500 * 1024 * 1024), "--timeout", "150"],
+         "--num-cpus", "2", "--object-store-memory", str(400 * 1024 * 1024), "--timeout", "150"],
         env=env, capture_output=True, text=True, timeout=240,
     )
     head_pid = None
     try:
         assert started.returncode == 0, f"start.sh failed:\n{started.stdout}\n{started.stderr}"
+        # A second node on this box, so trials can be placed on two nodes.
+        added = subprocess.run(
+            [str(LOCAL / "add_worker.sh"), "--state-dir", str(state_dir), "--num-cpus", "2",
+             "--object-store-memory", str(300 * 1024 * 1024), "--timeout", "150"],
+            env=env, capture_output=True, text=True, timeout=240,
+        )
+        assert added.returncode == 0, f"add_worker.sh failed:\n{added.stdout}\n{added.stderr}"
         info = read_cluster_env(state_dir / "cluster.env")
         head_pid = int(info["HEAD_PID"])
         yield LocalCluster(state_dir=state_dir, env=env, dashboard_url=info["DASHBOARD_URL"],
@@ -158,7 +165,7 @@ def wait_for_job(client, submission_id: str, timeout: float):
     return JobStatus.RUNNING
 
 
-def test_sweep_job_succeeds_and_shows_in_the_dashboard(local_cluster, tiny_model_dir, tmp_path):
+def test_sweep_job_on_two_nodes_succeeds_and_shows_in_the_dashboard(local_cluster, tiny_model_dir, tmp_path):
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     data_dir = write_sentiment_dataset(tmp_path / "data", n_train=128, n_eval=64)
@@ -171,6 +178,8 @@ def test_sweep_job_succeeds_and_shows_in_the_dashboard(local_cluster, tiny_model
         "--model", str(tiny_model_dir), "--dataset", str(data_dir),
         "--storage", str(storage), "--name", "tiny",
         "training.num_train_epochs=1", "data.max_length=32", "search.num_samples=2",
+        # 0.25 + 1.5 CPUs a trial, 2 CPUs a node: two concurrent trials need both nodes.
+        "resources.cpus_per_worker=1.5", "resources.max_concurrent_trials=2",
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -183,6 +192,11 @@ def test_sweep_job_succeeds_and_shows_in_the_dashboard(local_cluster, tiny_model
     assert winner and "none" not in winner[0], logs[-4000:]
     summary = json.loads((storage / "tiny" / "summary.json").read_text())
     assert summary["winner"]["trial_id"] in winner[0]
+    # the trials trained on both nodes, and every checkpoint landed in the one shared storage
+    assert len({t["train_result"]["node_id"] for t in summary["trials"]}) == 2
+    for trial in summary["trials"]:
+        assert Path(trial["best_checkpoint"]["path"]).is_dir()
+        assert (Path(trial["best_checkpoint"]["path"]) / "model.safetensors").is_file()
 
     request = urllib.request.Request(f"{local_cluster.dashboard_url}/api/jobs/",
                                      headers=local_cluster.auth_headers())

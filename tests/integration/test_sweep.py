@@ -156,3 +156,11 @@ def test_checkpoints_gc_dry_run_lists_every_folder(sweep, capsys):
     out = capsys.readouterr().out
     assert "dry run: nothing deleted" in out and "0 delete" in out  # the sweep already applied its policy
     assert sorted(p.relative_to(sweep_dir) for p in sweep_dir.glob("train-*/checkpoint-*")) == before
+
+
+def test_trial_larger_than_the_cluster_is_refused(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path):
+    job, space = load_sweep_configs(None, None, build_tiny_overrides(
+        tiny_model_dir, sentiment_data_dir, tmp_path, "too-big", "resources.num_workers=8"))
+    with pytest.raises(ValueError, match=r"a trial needs 8.25 CPUs .* but the cluster has 4"):
+        run_sweep(job, space)
+    assert not (tmp_path / "too-big").exists()

@@ -70,3 +70,21 @@ def test_paths_inside_a_job_working_dir_copy_are_flagged():
     warnings = build_ephemeral_path_warnings(job, cwd)
     assert len(warnings) == 2 and "storage.storage_path" in warnings[0] and "tracking.tracking_uri" in warnings[1]
     assert build_ephemeral_path_warnings(job, "/home/me/project") == []
+
+
+def test_unreachable_mlflow_is_reported_before_anything_runs(tmp_path, capsys, tiny_model_dir, sentiment_data_dir):
+    code = main(["--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir), "--storage",
+                 str(tmp_path / "s"), "tracking.tracking_uri=http://127.0.0.1:9"])
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert code == 2 and len(errors) == 1 and "tracking.tracking_uri 'http://127.0.0.1:9' is not usable" in errors[0]
+    assert not (tmp_path / "s").exists() or not any((tmp_path / "s").rglob("*"))
+
+
+@pytest.mark.parametrize("key, secret", [("hub_token", True), ("hf.hub_token", True), ("AWS_SECRET_ACCESS_KEY", True),
+                                         ("db_password", True), ("api_key", True), ("hf.average_tokens_across_devices", False),
+                                         ("tokenizer_name", False), ("training.learning_rate", False)])
+def test_secret_keys_are_masked(key, secret):
+    from ftplat.tracking.runs import redact
+
+    assert (redact(key, "value") == "***") is secret
+    assert redact("storage", "s3://AKIA:hunter2@bucket/x") == "s3://***@bucket/x"

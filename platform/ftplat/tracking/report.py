@@ -107,7 +107,9 @@ def run_finish_sweep(tracking: dict[str, str], summary: dict[str, Any], *,
         if scores:
             client.log_batch(run_id, metrics=scores)
         client.set_tag(run_id, "ftplat.tune_status", record["status"])
-        client.set_terminated(run_id, build_trial_status(record, full))
+        status = build_trial_status(record, full)
+        if client.get_run(run_id).info.status != status:
+            client.set_terminated(run_id, status)
 
     parent = tracking["parent_run_id"]
     client.log_dict(parent, summary, "summary.json")

@@ -23,7 +23,11 @@ logger = logging.getLogger(__name__)
 
 TRACKING_FILE = "mlflow_runs.json"
 PARENT_RUN_TAG = "mlflow.parentRunId"
-_SECRET_KEY = re.compile(r"token|secret|password|passwd|credential|api[_-]?key|access[_-]?key", re.I)
+# Whole name segments only: "hub_token" is a secret, "average_tokens_across_devices" is not.
+_SECRET_KEY = re.compile(
+    r"(?:^|[._-])(?:token|secret|password|passwd|credentials?|api[_-]?key|access[_-]?key|secret[_-]?key)(?:$|[._-])",
+    re.I,
+)
 _URI_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 

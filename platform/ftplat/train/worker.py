@@ -44,6 +44,10 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     tables = ray.get(config["data_ref"][0])
     train_ds, eval_ds = build_torch_dataset(tables[TRAIN]), build_torch_dataset(tables[EVAL])
 
+    if ctx.get_world_size() == 1:
+        # Ray sets LOCAL_RANK even for one worker, which makes accelerate wrap the model in
+        # DDP and all-reduce every gradient with itself (about 10% of a CPU step here).
+        os.environ.pop("LOCAL_RANK", None)
     output_dir = build_scratch_dir(ctx.get_experiment_name())
     args = build_training_arguments(job, output_dir=output_dir, report_to=config.get("report_to"))
     tokenizer = build_tokenizer(job.model)
@@ -84,6 +88,8 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         "train_samples_per_second": output.metrics.get("train_samples_per_second"),
         "best_metric": trainer.state.best_metric,
         "best_model_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "world_size": ctx.get_world_size(),
     }
     if ctx.get_local_rank() == 0:
         shutil.rmtree(output_dir, ignore_errors=True)

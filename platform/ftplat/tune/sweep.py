@@ -77,6 +77,22 @@ def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_na
     return sweep_path
 
 
+def check_cluster_fits(job: JobConfig) -> None:
+    """A trial that can never be placed would leave the sweep pending forever: refuse it."""
+    res, total = job.resources, ray.cluster_resources()
+    if res.cpus_per_trial > total.get("CPU", 0):
+        raise ValueError(
+            f"resources: a trial needs {res.cpus_per_trial:g} CPUs (trial_driver_cpus {res.trial_driver_cpus:g} + "
+            f"num_workers {res.num_workers} x cpus_per_worker {res.cpus_per_worker:g}) but the cluster has "
+            f"{total.get('CPU', 0):g}; lower num_workers or cpus_per_worker, or add nodes"
+        )
+    if res.use_gpu and res.num_workers * res.gpus_per_worker > total.get("GPU", 0):
+        raise ValueError(
+            f"resources: a trial needs {res.num_workers * res.gpus_per_worker:g} GPUs but the cluster has "
+            f"{total.get('GPU', 0):g}; set resources.use_gpu=false or add GPU nodes"
+        )
+
+
 def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> tuple[JobConfig, SearchSpaceConfig]:
     """A resumed sweep continues with the configs it started with (trials already run used
     them); a different config on the command line is reported and ignored."""
@@ -156,6 +172,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     started_ray = run_ray_init(job.resources)
     tracking = None
     try:
+        check_cluster_fits(job)
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
             write_json(join_uri(sweep_path, SWEEP_CONFIG_FILE), config_json)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import ray.train
@@ -13,7 +14,7 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.storage import join_uri, write_json
-from ftplat.tracking.runs import run_start_trial
+from ftplat.tracking.runs import build_client, run_start_trial
 from ftplat.train.entry import train_fn_per_worker
 
 TRIAL_RESULT_FILE = "trial_result.json"
@@ -68,6 +69,7 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
     once per sweep with ``tune.with_parameters``.
     """
+    started = time.perf_counter()
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
@@ -84,6 +86,11 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
         callbacks=[TuneReportCallback()],
     )
     result = trainer.fit()
+    if tracking:
+        # The run ends with the trial; the sweep driver adds the scope scores at the end and
+        # marks trials that never got here (stopped by ASHA, failed).
+        build_client(tracking["tracking_uri"]).set_terminated(loop_config["tracking"]["run_id"], "FINISHED")
     # Rank 0's return value (train runtime, throughput, best step) is kept beside the
     # checkpoints; returning it would make Tune record one more result row.
-    write_json(join_uri(sweep_path, run_name, TRIAL_RESULT_FILE), result.return_value or {})
+    write_json(join_uri(sweep_path, run_name, TRIAL_RESULT_FILE),
+               {**(result.return_value or {}), "driver_wall_s": round(time.perf_counter() - started, 3)})
