@@ -88,3 +88,17 @@ def test_secret_keys_are_masked(key, secret):
 
     assert (redact(key, "value") == "***") is secret
     assert redact("storage", "s3://AKIA:hunter2@bucket/x") == "s3://***@bucket/x"
+
+
+def test_scoped_tracking_uri_leaves_the_environment_as_it_was(monkeypatch):
+    import os
+
+    import mlflow
+
+    from ftplat.tracking.report import scoped_tracking_uri
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////tmp/before.db")
+    with scoped_tracking_uri("http://127.0.0.1:1"):
+        assert mlflow.get_tracking_uri() == "http://127.0.0.1:1"
+    assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:////tmp/before.db"
+    assert mlflow.get_tracking_uri() == "sqlite:////tmp/before.db"

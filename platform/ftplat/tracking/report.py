@@ -3,6 +3,7 @@ logged on the parent run and registered in the Model Registry."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -58,6 +59,22 @@ def build_report_figure(summary: dict[str, Any], path: str) -> None:
     plt.close(fig)
 
 
+@contextlib.contextmanager
+def scoped_tracking_uri(uri: str):
+    """``mlflow.set_tracking_uri`` for a block only: it sets a process global and exports
+    MLFLOW_TRACKING_URI, which would leak into every later sweep of this process."""
+    import mlflow
+
+    env_before = os.environ.get("MLFLOW_TRACKING_URI")
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(None)
+        if env_before is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = env_before
+
+
 def run_register_winner(tracking: dict[str, str], summary: dict[str, Any], model_name: str) -> str | None:
     """Log the winner's best checkpoint as a pyfunc model on the parent run and register it."""
     import mlflow
@@ -67,8 +84,7 @@ def run_register_winner(tracking: dict[str, str], summary: dict[str, Any], model
     winner = summary["winner"]
     if not winner or not winner["best_checkpoint"]:
         return None
-    mlflow.set_tracking_uri(tracking["tracking_uri"])
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, scoped_tracking_uri(tracking["tracking_uri"]):
         run_copy_model_files(winner["best_checkpoint"]["path"], tmp)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(
