@@ -121,8 +121,10 @@ def test_parent_holds_winner_plot_and_registered_model(tracked_sweep):
 def test_registered_model_predicts(tracked_sweep):
     import mlflow
 
+    from ftplat.tracking.report import scoped_tracking_uri
+
     client, _ = tracked_sweep
-    mlflow.set_tracking_uri(client.tracking_uri)
-    model = mlflow.pyfunc.load_model("models:/tiny-sentiment/1")
+    with scoped_tracking_uri(client.tracking_uri):  # the server stops after this module
+        model = mlflow.pyfunc.load_model("models:/tiny-sentiment/1")
     out = model.predict(["i love this movie", "i hate this movie"])
     assert len(out) == 2 and {o["label"] for o in out} <= {"neg", "pos"}

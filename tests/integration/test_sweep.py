@@ -1,4 +1,5 @@
-"""A real 3-trial Optuna sweep on a local Ray cluster with a tiny BERT, 2 epochs per trial."""
+"""A real 4-trial Optuna sweep on a local Ray cluster with a tiny BERT, 3 epochs per trial,
+save_total_limit 2 and a keep-top-1-trial retention policy."""
 
 from __future__ import annotations
 
@@ -23,11 +24,11 @@ def build_tiny_overrides(model_dir, data_dir, storage, name, *extra):
         f"storage.storage_path={storage}",
         f"storage.sweep_name={name}",
         "data.max_length=48",
-        "training.num_train_epochs=2.0",
+        "training.num_train_epochs=3.0",
         "training.logging_steps=20",
         "training.per_device_eval_batch_size=64",
         "resources.max_concurrent_trials=2",
-        "search.num_samples=3",
+        "search.num_samples=4",
         "search.seed=7",
         "search.parameters.training.learning_rate={type: loguniform, low: 3.0e-4, high: 2.0e-2}",
         "search.parameters.training.warmup_steps={type: uniform, low: 0.0, high: 0.2}",
@@ -51,18 +52,18 @@ def test_summary_is_complete(sweep):
     job, space, summary, sweep_dir = sweep
     on_disk = json.loads((sweep_dir / "summary.json").read_text())
     assert on_disk["winner"] == summary["winner"]
-    assert summary["num_trials"] == 3 and summary["status_counts"] == {"TERMINATED": 3}
+    assert summary["num_trials"] == 4 and summary["status_counts"] == {"TERMINATED": 4}
     assert summary["scope"] == "last" and summary["objective"] == {"metric": "eval_accuracy", "mode": "max"}
     assert summary["data"]["train"]["rows"] == 2048 and summary["versions"]["ray"].startswith("2.60")
     params = set(space.parameters)
     for trial in summary["trials"]:
         assert set(trial["hyperparameters"]) == params
-        assert trial["num_evaluations"] == 2 and [r["epoch"] for r in trial["history"]] == [1.0, 2.0]
+        assert trial["num_evaluations"] == 3 and [r["epoch"] for r in trial["history"]] == [1.0, 2.0, 3.0]
         assert set(trial["scores"]) == set(SCOPES)
         assert trial["scores"] == compute_scope_scores([r["eval_accuracy"] for r in trial["history"]], "max")
         assert trial["best_checkpoint"]["exists"] and trial["error"] is None
-    # Optuna proposed three different settings
-    assert len({t["hyperparameters"]["training.learning_rate"] for t in summary["trials"]}) == 3
+    # Optuna proposed four different settings
+    assert len({t["hyperparameters"]["training.learning_rate"] for t in summary["trials"]}) == 4
 
 
 def test_winner_is_the_argmax_under_every_scope(sweep):
@@ -87,18 +88,29 @@ def test_every_report_carries_the_running_objective(sweep):
             assert row["training_iteration"] == n
 
 
+def build_expected_hf_set(history, best_name, limit=2):
+    """HF save_total_limit: the best is kept beside the most recent, `limit` in all."""
+    names = [r["checkpoint_name"] for r in sorted(history, key=lambda r: r["step"])]
+    recent = names[-limit:]
+    return sorted(recent if best_name in recent else [best_name, *names[-(limit - 1):]])
+
+
 def test_checkpoints_are_in_storage_under_the_retention_policy(sweep):
     job, _, summary, sweep_dir = sweep
+    kept_total = 0
     for trial in summary["trials"]:
         run_dir = sweep_dir / f"train-{trial['trial_id']}"
         names = sorted(p.name for p in run_dir.glob("checkpoint-*"))
+        best_name = Path(trial["best_checkpoint"]["path"]).name
         if trial["trial_id"] == summary["winner"]["trial_id"]:  # top-1 trial: its save_total_limit=2 set
-            assert names == sorted(r["checkpoint_name"] for r in trial["history"])
+            assert names == build_expected_hf_set(trial["history"], best_name)
         else:  # the others keep only their best (keep_trial_latest=false)
-            assert names == [Path(trial["best_checkpoint"]["path"]).name]
+            assert names == [best_name]
+        kept_total += len(names)
         # Ray's snapshot was pruned with the folders: the run still loads
         result = ray.train.Result.from_path(str(run_dir))
         assert sorted(Path(c.path).name for c, _ in result.best_checkpoints) == names
+    assert kept_total == 2 + 3  # 12 checkpoints were written
         best = Path(trial["best_checkpoint"]["path"])
         assert best.parent == run_dir
         for required in ("model.safetensors", "config.json", "trainer_state.json", "optimizer.pt", "tokenizer.json"):
