@@ -85,14 +85,18 @@ def test_bad_job_configs_name_the_field(tmp_path, yaml_text, expected):
         ("objective: {metric: eval_bleu}\n", "objective.metric: metric 'eval_bleu' is not produced"),
         ("objective: {metric: eval_loss, mode: max}\n", "that metric is minimised; use mode: min"),
         ("num_samples: 0\n", "num_samples: Input should be greater than or equal to 1"),
-        ("scheduler: {type: asha, grace_period: 9}\n", None),
+        ("scheduler: {type: asha, grace_period: 9}\n", None),  # valid alone; see below
         ("points_to_evaluate:\n  - {training.learning_rate: 2.0e-5}\n", "must set exactly the parameters"),
     ],
 )
 def test_bad_search_spaces_name_the_field(tmp_path, yaml_text, expected):
     path = write(tmp_path, "space.yaml", yaml_text)
-    if expected is None:  # valid schema; the ASHA/job contradiction is checked before Ray starts
-        load_sweep_configs(None, path)
+    if expected is None:  # a valid schema that contradicts the job: refused before Ray starts
+        from ftplat.tune.spaces import build_scheduler
+
+        job, space = load_sweep_configs(None, path)
+        with pytest.raises(ValueError, match=r"scheduler.grace_period \(9\) exceeds max_t \(3\)"):
+            build_scheduler(space, job)
         return
     with pytest.raises(ConfigError) as err:
         load_sweep_configs(None, path)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ftplat.checkpoints.gc import SUMMARY_FILE
 from ftplat.storage import join_uri, path_exists, read_json, resolve_storage
 
 #: Files of a HF checkpoint that make up the model (not optimizer, scheduler or RNG state).
@@ -78,7 +79,7 @@ def build_model_card(summary: dict[str, Any], trial: dict[str, Any], sweep_confi
 
 def run_export(sweep_uri: str, out_dir: str) -> dict[str, Any]:
     """Write the winner of a finished sweep to ``out_dir``; return the exported trial record."""
-    summary_uri = join_uri(sweep_uri, "summary.json")
+    summary_uri = join_uri(sweep_uri, SUMMARY_FILE)
     if not path_exists(summary_uri):
         raise ValueError(f"SWEEP {sweep_uri!r} has no summary.json: not a finished ftplat sweep folder")
     summary = read_json(summary_uri)

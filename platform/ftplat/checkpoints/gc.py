@@ -6,7 +6,7 @@ Layout read (local path, NFS mount or ``s3://``, all through pyarrow filesystems
     {sweep}/train-{trial_id}/checkpoint_manager_snapshot.json   Ray Train V2's tracked checkpoints
     {sweep}/train-{trial_id}/checkpoint-{step}/           one per reported evaluation
 
-The kept set comes from ``retention.select_sweep_keep`` over the histories in ``summary.json``
+The kept set comes from ``retention.select_sweep_partition`` over the histories in ``summary.json``
 (every reported checkpoint, deleted or not, so re-running gc is idempotent). On top of it:
 
 * A checkpoint folder no history row names is an orphan (an ASHA-stopped trial leaves these):
@@ -38,8 +38,7 @@ from ftplat.checkpoints.retention import (
     CheckpointInfo,
     RetentionPolicy,
     TrialCheckpoints,
-    select_deletions,
-    select_sweep_keep,
+    select_sweep_partition,
 )
 from ftplat.storage import join_uri, resolve_storage
 
@@ -135,8 +134,7 @@ def select_gc_plan(
     trials = build_trials_from_summary(summary)
     kwargs = dict(mode=summary["objective"]["mode"], greater_is_better=greater_is_better,
                   winner_trial_id=(summary.get("winner") or {}).get("trial_id"))
-    kept = select_sweep_keep(trials, policy, **kwargs)
-    deleted = select_deletions(trials, policy, **kwargs)
+    kept, deleted = select_sweep_partition(trials, policy, **kwargs)
     by_id = {t.trial_id: t for t in trials}
     plan: list[GcAction] = []
     for run in sorted(folders):

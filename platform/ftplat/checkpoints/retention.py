@@ -263,15 +263,15 @@ def _decide(
     return kept, deleted
 
 
-def select_sweep_keep(
+def select_sweep_partition(
     trials: Sequence[TrialCheckpoints],
     policy: RetentionPolicy,
     *,
     mode: str,
     greater_is_better: bool,
     winner_trial_id: str | None = None,
-) -> dict[Key, str]:
-    """The checkpoints the policy keeps, ``{(trial_id, name): reason}``.
+) -> tuple[dict[Key, str], dict[Key, str]]:
+    """Every checkpoint, kept or deleted, each ``{(trial_id, name): reason}``.
 
     Args:
         trials: every trial of the sweep, in trial (creation) order, which breaks score ties.
@@ -280,16 +280,14 @@ def select_sweep_keep(
         greater_is_better: the direction of ``metric_for_best_model`` inside a trial.
         winner_trial_id: the sweep's winner under its scope, when it has one.
     """
-    return _decide(trials, policy, mode, greater_is_better, winner_trial_id)[0]
+    return _decide(trials, policy, mode, greater_is_better, winner_trial_id)
 
 
-def select_deletions(
-    trials: Sequence[TrialCheckpoints],
-    policy: RetentionPolicy,
-    *,
-    mode: str,
-    greater_is_better: bool,
-    winner_trial_id: str | None = None,
-) -> dict[Key, str]:
-    """Every checkpoint ``select_sweep_keep`` does not keep, ``{(trial_id, name): reason}``."""
-    return _decide(trials, policy, mode, greater_is_better, winner_trial_id)[1]
+def select_sweep_keep(trials: Sequence[TrialCheckpoints], policy: RetentionPolicy, **kwargs) -> dict[Key, str]:
+    """The checkpoints the policy keeps (see ``select_sweep_partition`` for the arguments)."""
+    return select_sweep_partition(trials, policy, **kwargs)[0]
+
+
+def select_deletions(trials: Sequence[TrialCheckpoints], policy: RetentionPolicy, **kwargs) -> dict[Key, str]:
+    """Every checkpoint ``select_sweep_keep`` does not keep."""
+    return select_sweep_partition(trials, policy, **kwargs)[1]

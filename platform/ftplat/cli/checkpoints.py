@@ -23,12 +23,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat checkpoints") -> int:
     args = build_parser(prog).parse_args(argv)
-    from ftplat.checkpoints.gc import build_gc_plan, format_gc_plan, run_gc_plan
+    from ftplat.checkpoints.gc import SUMMARY_FILE, build_gc_plan, format_gc_plan, run_gc_plan
     from ftplat.checkpoints.retention import RetentionPolicy
     from ftplat.storage import join_uri, path_exists, read_json
 
     try:
-        summary_uri = join_uri(args.sweep, "summary.json")
+        summary_uri = join_uri(args.sweep, SUMMARY_FILE)
         if not path_exists(summary_uri):
             raise ValueError(f"SWEEP {args.sweep!r} has no summary.json: not a finished ftplat sweep folder")
         summary = read_json(summary_uri)

@@ -12,12 +12,12 @@ from ray.tune import ExperimentAnalysis
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
+from ftplat.checkpoints.gc import SUMMARY_FILE  # noqa: F401  (re-exported: the sweep writes it)
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
 from ftplat.train.reporting import CHECKPOINT_NAME_KEY
 from ftplat.tune.scope import SCOPES, compute_scope_stats, scope_score, select_best
 from ftplat.tune.trial import TRIAL_RESULT_FILE, build_train_run_name
 
-SUMMARY_FILE = "summary.json"
 _HISTORY_KEYS = ("training_iteration", "step", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
                  "objective", "train_loss", CHECKPOINT_NAME_KEY)
 
