@@ -88,3 +88,27 @@ def test_training_arguments_follow_the_config(tmp_path):
     assert args.load_best_model_at_end and args.save_total_limit == 2
     assert args.report_to == [] and args.use_cpu
     assert math.isclose(args.weight_decay, 0.01)
+
+
+def _random_draws(seed, n=3):
+    from ray.tune.experiment import Experiment
+
+    space = SearchSpaceConfig.model_validate({**SPACE, "algorithm": "random", "seed": seed, "num_samples": n})
+    alg = build_search_alg(space)
+    alg.add_configurations([Experiment("x", lambda c: None, config=build_param_space(space), num_samples=n)])
+    return [alg.next_trial().config for _ in range(n)]
+
+
+def test_random_search_draws_seeded_independent_trials():
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    assert SearchSpaceConfig().algorithm == "optuna"
+    assert isinstance(build_search_alg(SearchSpaceConfig.model_validate({**SPACE, "algorithm": "random"})),
+                      BasicVariantGenerator)
+    draws = _random_draws(0)
+    assert draws == _random_draws(0) and draws != _random_draws(1)
+    for config in draws:
+        assert 1.0e-5 <= config["training.learning_rate"] <= 1.0e-3
+        assert config["training.gradient_accumulation_steps"] in (1, 2, 3, 4)
+    with pytest.raises(ValueError, match="algorithm"):
+        SearchSpaceConfig.model_validate({**SPACE, "algorithm": "grid"})

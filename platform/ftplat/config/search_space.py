@@ -117,8 +117,11 @@ class SearchSpaceConfig(StrictModel):
     or 10, or its best ("all")."""
     num_samples: int = Field(default=8, ge=1)
     """Number of trials."""
+    algorithm: Literal["optuna", "random"] = "optuna"
+    """How trials are proposed: ``optuna`` (TPE, learns from finished trials) or ``random``
+    (independent draws from the distributions, Tune's BasicVariantGenerator; a baseline)."""
     seed: int = 0
-    """Seed of Optuna's TPE sampler: the same seed proposes the same trials."""
+    """Seed of the proposer (Optuna's TPE sampler or the random draws): the same seed proposes the same trials."""
     scheduler: SchedulerConfig = FifoSchedulerConfig(type="fifo")
     """``{type: fifo}`` runs every trial to the end; ``{type: asha, ...}`` stops weak trials early."""
     points_to_evaluate: list[dict[str, Any]] = []

@@ -7,6 +7,7 @@ from typing import Any
 
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
+from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 
 from ftplat.config.schema import JobConfig
@@ -29,12 +30,13 @@ def build_param_space(space: SearchSpaceConfig) -> dict[str, Any]:
     return out
 
 
-def build_search_alg(space: SearchSpaceConfig) -> OptunaSearch:
+def build_search_alg(space: SearchSpaceConfig) -> OptunaSearch | BasicVariantGenerator:
     # metric and mode come from TuneConfig (the "objective" key), set once for everything.
-    return OptunaSearch(
-        seed=space.seed,
-        points_to_evaluate=[dict(p) for p in space.points_to_evaluate] or None,
-    )
+    points = [dict(p) for p in space.points_to_evaluate] or None
+    if space.algorithm == "random":
+        # Independent seeded draws from the param_space distributions (Tune's random search).
+        return BasicVariantGenerator(points_to_evaluate=points, random_state=space.seed)
+    return OptunaSearch(seed=space.seed, points_to_evaluate=points)
 
 
 def build_max_evaluations(job: JobConfig) -> int | None:
