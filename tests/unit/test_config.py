@@ -51,6 +51,8 @@ def test_defaults_follow_the_imdb_recipe():
         ("model:\n  num_labels: 3\n", "id2label keys must be 0..2"),
         ("model:\n  trainable_patterns: ['(']\n", "not a valid regular expression"),
         ("storage:\n  sweep_name: a/b\n", "storage.sweep_name"),
+        ("storage:\n  storage_path: s3://b/p?endpoint_override=127.0.0.1:9000\n",
+         "storage.storage_path: query parameters are not supported"),
         ("resources:\n  max_concurrent_trials: 0\n", "resources.max_concurrent_trials: Input should be greater than or equal to 1"),
         ("resources:\n  num_workers: two\n", "resources.num_workers: Input should be a valid integer"),
         ("training:\n  eval_strategy: no\n", "training.eval_strategy"),

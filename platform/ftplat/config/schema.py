@@ -241,6 +241,20 @@ class StorageConfig(StrictModel):
     sweep_name: str | None = None
     """Folder of this sweep under storage_path; default ``<prefix>-<UTC timestamp>``."""
 
+    @field_validator("storage_path")
+    @classmethod
+    def _no_uri_query(cls, value):
+        # Sweep, trial and checkpoint folders are appended to the path, which would land them
+        # inside a query (s3://b/p?endpoint_override=h&scheme=http/sweep); the environment
+        # carries the same settings to pyarrow on every node.
+        if "://" in value and "?" in value:
+            raise ValueError(
+                f"query parameters are not supported, got {value!r}; give the bucket and prefix only "
+                "and set the endpoint and credentials in the environment of every node: "
+                "AWS_ENDPOINT_URL=http://host:port, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION"
+            )
+        return value
+
     @field_validator("sweep_name")
     @classmethod
     def _safe_name(cls, value):
