@@ -1,0 +1,75 @@
+"""Helpers shared by the benchmark scripts: the machine record and a validation split."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+DEFAULT_MODEL = "../shared/models/all-MiniLM-L6-v2"
+DEFAULT_DATA = "../shared/data/imdb"
+
+
+def build_machine_record() -> dict[str, Any]:
+    """What ran the benchmark: command, cores, load, library versions, git commit."""
+    import ray
+    import torch
+    import transformers
+
+    try:
+        import optuna
+        optuna_version = optuna.__version__
+    except ImportError:  # pragma: no cover
+        optuna_version = None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=HERE, check=False).stdout.strip()
+    except OSError:  # pragma: no cover
+        commit = ""
+    mem_gib = None
+    if hasattr(os, "sysconf"):
+        try:
+            mem_gib = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+        except (ValueError, OSError):  # pragma: no cover
+            pass
+    return {
+        "command": " ".join(shlex.quote(a) for a in ["python", *sys.argv]),
+        "cpus": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "machine": platform.machine(),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "ray": ray.__version__,
+        "transformers": transformers.__version__,
+        "optuna": optuna_version,
+        "git_commit": commit,
+    }
+
+
+def write_validation_split(source: str, dest: str, validation_rows: int, seed: int = 0) -> str:
+    """``dest`` gets ``train.parquet`` (the train split minus ``validation_rows`` random rows),
+    ``validation.parquet`` (those rows) and ``test.parquet`` (the untouched test split), so
+    models are selected on reviews taken from train and the test reviews stay unseen."""
+    os.makedirs(dest, exist_ok=True)
+    marker = os.path.join(dest, f".split-{validation_rows}-{seed}")
+    if os.path.exists(marker):
+        return dest
+    train = pq.read_table(os.path.join(source, "train.parquet"))
+    order = np.random.default_rng(seed).permutation(train.num_rows)
+    pq.write_table(train.take(np.sort(order[:validation_rows])), os.path.join(dest, "validation.parquet"))
+    pq.write_table(train.take(np.sort(order[validation_rows:])), os.path.join(dest, "train.parquet"))
+    test = os.path.join(dest, "test.parquet")
+    if not os.path.exists(test):
+        os.symlink(os.path.abspath(os.path.join(source, "test.parquet")), test)
+    open(marker, "w").close()
+    return dest

@@ -1,0 +1,89 @@
+"""The benchmark scripts' argument parsing and result aggregation (no Ray, no training;
+no benchmark number is asserted here)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _load(name):
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hpo = _load("hpo")
+scaling = _load("scaling")
+
+
+def _piece(method, seed, accs):
+    curve = hpo.build_curve([{"accuracy": x} for x in accs])
+    return {"method": method, "seed": seed, "curve": curve, "best_accuracy": curve[-1],
+            "trial_epochs": len(curve), "wall_s": 1.0}
+
+
+def test_hpo_arguments():
+    a = hpo.build_parser().parse_args(["--method", "ftplat_optuna_asha", "--seed", "2"])
+    assert (a.method, a.seed, a.trials, a.epochs) == ("ftplat_optuna_asha", 2, 6, 3)
+    with pytest.raises(SystemExit):
+        hpo.build_parser().parse_args(["--method", "grid"])
+    with pytest.raises(SystemExit):
+        hpo.build_parser().parse_args(["--full", "--aggregate"])
+    ov = hpo.build_overrides(a, "ftplat_random", 1, "/tmp/s", "/tmp/d")
+    assert "search.algorithm=random" in ov and "search.scheduler={type: fifo}" in ov and "search.seed=1" in ov
+
+
+def test_hpo_overrides_validate():
+    from ftplat.config.loading import load_sweep_configs
+
+    a = hpo.build_parser().parse_args(["--method", "ftplat_optuna_asha"])
+    job, space = load_sweep_configs(None, None, hpo.build_overrides(a, "ftplat_optuna_asha", 0, "/tmp/s", "/tmp/d"))
+    assert space.scheduler.type == "asha" and space.algorithm == "optuna" and space.num_samples == 6
+    assert job.data.eval_split == "validation" and job.tracking.enabled is False
+
+
+def test_hpo_curve_and_goal():
+    assert hpo.build_curve([{"accuracy": 0.5}, {"accuracy": None}, {"accuracy": 0.7}, {"accuracy": 0.6}]) == [
+        0.5, 0.5, 0.7, 0.7]
+    pieces = [_piece("ftplat_random", 0, [0.5, 0.6, 0.7, 0.7]), _piece("ftplat_random", 1, [0.5, 0.5, 0.5, 0.8]),
+              _piece("ftplat_optuna_asha", 0, [0.75, 0.6]), _piece("ftplat_optuna_asha", 1, [0.5, 0.5, 0.5])]
+    agg = hpo.aggregate(pieces)
+    r = agg["methods"]["ftplat_random"]
+    assert r["best_accuracy_mean"] == pytest.approx(0.75) and r["trial_epochs_mean"] == 4
+    # The shorter seed's curve is carried forward at its best.
+    assert agg["methods"]["ftplat_optuna_asha"]["mean_curve"] == pytest.approx([0.625, 0.625, 0.625])
+    g = agg["goal"]
+    assert g["half_budget"] == 2 and g["asha_trial_epochs_to_reach_mean_curve"] is None
+    assert g["met_on_mean_curves"] is False
+    assert g["per_seed"][0]["asha_trial_epochs_to_reach"] == 1 and g["met_per_seed"] == {0: True, 1: False}
+
+
+def test_scaling_arguments_and_aggregate():
+    a = scaling.build_parser().parse_args(["--workers", "2"])
+    ov = scaling.build_overrides(a, 2, "/tmp/s", "/tmp/d")
+    assert "training.per_device_train_batch_size=8" in ov and "resources.cpus_per_worker=1" in ov
+    a.global_batch = 15
+    with pytest.raises(ValueError, match="divide"):
+        scaling.build_overrides(a, 2, "/tmp/s", "/tmp/d")
+    keys = dict(train_runtime_s=10.0, trial_driver_wall_s=40.0, sweep_wall_s=50.0, global_step=16, eval_accuracy=0.6)
+    agg = scaling.aggregate([{"workers": 1, "train_samples_per_s": 10.0, **keys},
+                             {"workers": 2, "train_samples_per_s": 8.0, **keys}])
+    assert agg["speedup_samples_per_s"] == pytest.approx(0.8) and agg["trial_wall_ratio_2_over_1"] == 1.0
+
+
+def test_accuracy_overrides_validate():
+    from ftplat.config.loading import load_sweep_configs
+
+    accuracy = _load("accuracy")
+    a = accuracy.build_parser().parse_args(["--first-point", "1e-4,0.05,0.02"])
+    job, space = load_sweep_configs(None, None, accuracy.build_overrides(a, "/tmp/s", "/tmp/d"))
+    assert space.points_to_evaluate == [{"training.learning_rate": pytest.approx(1e-4),
+                                         "training.warmup_steps": pytest.approx(0.05),
+                                         "training.weight_decay": pytest.approx(0.02)}]
+    assert job.data.eval_split == "validation" and job.data.train_size == 1500
