@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, default=1.0)
     p.add_argument("--trials", type=int, default=1)
     p.add_argument("--first-point", default="1.5e-4,0.1,0.01",
-                   help="learning_rate,warmup_steps,weight_decay of the first trial (e.g. the HPO benchmark's winner)")
+                   help="learning_rate,warmup_steps,weight_decay of the first trial, or 'hpo': the best "
+                        "evaluation's hyperparameters in benchmarks/results/hpo/*.json")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--full", action="store_true")
     p.add_argument("--plot-only", action="store_true")
@@ -48,7 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_first_point_from_hpo(results: str) -> str:
+    """``lr,warmup,wd`` of the best evaluation over every HPO benchmark piece in ``results``."""
+    import glob
+
+    best = None
+    for path in glob.glob(os.path.join(results, "*-seed*.json")):
+        with open(path) as f:
+            for e in json.load(f)["evaluations"]:
+                if e["accuracy"] is not None and (best is None or e["accuracy"] > best["accuracy"]):
+                    best = e
+    if best is None:
+        raise SystemExit(f"--first-point hpo: no HPO results in {results}")
+    hp = best["hyperparameters"]
+    return ",".join(str(hp[f"training.{k}"]) for k in ("learning_rate", "warmup_steps", "weight_decay"))
+
+
 def build_overrides(a, storage: str, data_dir: str) -> list[str]:
+    if a.first_point == "hpo":
+        a.first_point = build_first_point_from_hpo(os.path.join(RESULTS, "hpo"))
     lr, warmup, wd = (float(x) for x in a.first_point.split(","))
     return [
         "tracking.enabled=false",
