@@ -8,7 +8,7 @@
    (truncated at the training max_length) and the accuracy is compared with the seed
    recipe's 0.8996 (bert-base-uncased, all 25,000 train reviews, max_length 160, 1 epoch, GPU).
 
-  python benchmarks/accuracy.py                  # the affordable default (about 10-20 min on 2 CPU cores)
+  python benchmarks/accuracy.py                  # the affordable default (about 10 min on 2 quiet CPU cores)
   python benchmarks/accuracy.py --full           # 4 trials on 4,000 reviews, max_length 256
   python benchmarks/accuracy.py --plot-only      # redraw benchmarks/results/accuracy/accuracy.png
 """
@@ -33,8 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--data", default=DEFAULT_DATA)
-    p.add_argument("--train-size", type=int, default=1500)
-    p.add_argument("--eval-size", type=int, default=400, help="validation reviews (from train) that select")
+    p.add_argument("--train-size", type=int, default=1000)
+    p.add_argument("--eval-size", type=int, default=300, help="validation reviews (from train) that select")
     p.add_argument("--test-size", type=int, default=2000, help="held-out IMDB test reviews")
     p.add_argument("--max-length", type=int, default=128)
     p.add_argument("--epochs", type=float, default=1.0)

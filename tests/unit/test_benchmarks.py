@@ -86,4 +86,4 @@ def test_accuracy_overrides_validate():
     assert space.points_to_evaluate == [{"training.learning_rate": pytest.approx(1e-4),
                                          "training.warmup_steps": pytest.approx(0.05),
                                          "training.weight_decay": pytest.approx(0.02)}]
-    assert job.data.eval_split == "validation" and job.data.train_size == 1500
+    assert job.data.eval_split == "validation" and job.data.train_size == 1000
