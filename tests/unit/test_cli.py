@@ -28,11 +28,25 @@ REPO = Path(__file__).resolve().parents[2]
         (["--model", "{tiny}", "--dataset", "{data}", "data.text_column=review"], "data.text_column 'review'"),
         (["--resume"], "--resume needs the sweep's name"),
         (["--resume", "--name", "never-ran"], "no sweep 'never-ran'"),
+        (["training.deepspeed={ds}/malformed.json"], "malformed.json is not valid JSON: Expecting property name "
+                                                     "enclosed in double quotes (line 4, column 1)"),
+        (["training.deepspeed={ds}/missing.json"], "missing.json' does not exist"),
+        (["training.deepspeed=zero4"], "training.deepspeed: unknown DeepSpeed preset 'zero4'"),
+        (["training.deepspeed={ds}/fixed_lr.json"], "the search space varies training.learning_rate but the "
+                                                    "DeepSpeed config fixes optimizer.params.lr=0.0001"),
+        (["training.deepspeed={ds}/fixed_lr.json", "search.parameters={{training.weight_decay: {{type: uniform, low: 0.0, high: 0.1}}}}"],
+         "optimizer.params.lr=0.0001 differs from training.learning_rate=2e-05"),
+        (["training.deepspeed=zero3_offload"], "offload_optimizer.device='cpu' offloads GPU memory to CPU RAM"),
+        (["training.deepspeed=zero2", "training.bf16=true"], "DeepSpeed mixed precision needs GPU workers"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, expected, tmp_path, capsys, tiny_model_dir, sentiment_data_dir):
     storage = tmp_path / "storage"
-    args = [a.format(tiny=tiny_model_dir, data=sentiment_data_dir) for a in args]
+    ds = tmp_path / "ds"
+    ds.mkdir()
+    (ds / "malformed.json").write_text('{\n  "zero_optimization": {"stage": 2},\n  "gradient_clipping": "auto",\n}\n')
+    (ds / "fixed_lr.json").write_text('{"optimizer": {"type": "AdamW", "params": {"lr": 1.0e-4}}}')
+    args = [a.format(tiny=tiny_model_dir, data=sentiment_data_dir, ds=ds) for a in args]
     code = main([*args, "--storage", str(storage)])
     errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
     assert code == 2

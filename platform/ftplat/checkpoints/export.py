@@ -11,6 +11,7 @@ import pyarrow.fs as pafs
 
 from ftplat.checkpoints.gc import SUMMARY_FILE
 from ftplat.storage import join_uri, path_exists, read_json, resolve_storage
+from ftplat.zero.consolidate import has_whole_weights, is_zero_checkpoint, run_consolidate_zero_checkpoint
 
 #: Files of a HF checkpoint that make up the model (not optimizer, scheduler or RNG state).
 MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".txt", ".model")
@@ -19,7 +20,8 @@ EXPORT_RECORD = "ftplat_export.json"
 
 
 def run_copy_model_files(checkpoint_uri: str, dest: str) -> list[str]:
-    """Copy the model, config and tokenizer files of a checkpoint (any storage) to ``dest``."""
+    """Copy the model, config and tokenizer files of a checkpoint (any storage) to ``dest``;
+    a ZeRO checkpoint without whole weights gets them consolidated from its shards."""
     fs, path = resolve_storage(checkpoint_uri)
     os.makedirs(dest, exist_ok=True)
     copied = []
@@ -31,6 +33,11 @@ def run_copy_model_files(checkpoint_uri: str, dest: str) -> list[str]:
             copied.append(name)
     if "config.json" not in copied:
         raise ValueError(f"{checkpoint_uri} holds no config.json: not a Hugging Face checkpoint")
+    if not has_whole_weights(copied):
+        if not is_zero_checkpoint(checkpoint_uri):
+            raise ValueError(f"{checkpoint_uri} holds neither model weights nor a DeepSpeed ZeRO checkpoint")
+        # ZeRO-3 without stage3_gather_16bit_weights_on_model_save: only per-rank shards.
+        copied += run_consolidate_zero_checkpoint(checkpoint_uri, dest)
     return copied
 
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig, check_against_job
+from ftplat.zero.config import build_sweep_deepspeed_configs, is_preset
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -136,6 +137,7 @@ def resolve_local_paths(job: JobConfig) -> JobConfig:
         update={
             "model": job.model.model_copy(update={"name_or_path": absolute(job.model.name_or_path)}),
             "data": job.data.model_copy(update={"source": absolute(job.data.source)}),
+            "training": job.training.model_copy(update={"deepspeed": resolve_deepspeed_path(job.training.deepspeed)}),
             # Storage is always a filesystem path unless it is a URI, even before it exists.
             "storage": job.storage.model_copy(
                 update={"storage_path": job.storage.storage_path if "://" in job.storage.storage_path
@@ -143,6 +145,12 @@ def resolve_local_paths(job: JobConfig) -> JobConfig:
             ),
         }
     )
+
+
+def resolve_deepspeed_path(spec: str | None) -> str | None:
+    if spec is None or is_preset(spec) or "://" in spec:
+        return spec
+    return str(Path(spec).expanduser().resolve())
 
 
 def load_sweep_configs(
@@ -172,6 +180,10 @@ def load_sweep_configs(
     except ValueError as exc:
         raise ConfigError(f"{space_source}: {exc}") from None
     check_parameter_values(space, job, source=space_source)
+    try:
+        build_sweep_deepspeed_configs(job, space.parameters)
+    except ValueError as exc:
+        raise ConfigError(f"{job_source}: {exc}") from None
     return job, space
 
 

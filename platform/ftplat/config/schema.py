@@ -169,11 +169,25 @@ class TrainingConfig(StrictModel):
     """Seed of model init and data order."""
     dataloader_num_workers: int = Field(default=0, ge=0)
     """Data-loading processes per worker."""
+    deepspeed: str | None = None
+    """DeepSpeed ZeRO: a shipped preset (``zero2``, ``zero3``, ``zero3_offload``) or the path of
+    your own DeepSpeed JSON, whose "auto" values are filled from these training settings (see
+    "DeepSpeed ZeRO" in README.md). null: plain data parallelism."""
 
     @field_validator("metric_for_best_model")
     @classmethod
     def _known_metric(cls, value):
         return normalize_eval_metric(value, field="metric_for_best_model")
+
+    @field_validator("deepspeed")
+    @classmethod
+    def _preset_or_json_path(cls, value):
+        from ftplat.zero.config import PRESETS
+
+        if value is None or value in PRESETS or value.endswith(".json") or looks_like_local_path(value):
+            return value
+        raise ValueError(f"unknown DeepSpeed preset {value!r}; choose {', '.join(PRESETS)}, "
+                         "or give the path of a DeepSpeed JSON file")
 
     @field_validator("warmup_steps")
     @classmethod

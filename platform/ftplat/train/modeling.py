@@ -35,19 +35,24 @@ def build_model(cfg: ModelConfig) -> PreTrainedModel:
     return model
 
 
+def count_parameter(param) -> int:
+    """Elements of a parameter; ZeRO-3 leaves an empty placeholder and keeps the true size in ``ds_numel``."""
+    return getattr(param, "ds_numel", param.numel())
+
+
 def apply_trainable_patterns(model: PreTrainedModel, patterns: list[str]) -> int:
     """Freeze every parameter whose name matches none of ``patterns``; return the trainable count."""
     compiled = [re.compile(p) for p in patterns]
     trainable = 0
     for name, param in model.named_parameters():
         param.requires_grad = any(p.search(name) for p in compiled)
-        trainable += param.numel() if param.requires_grad else 0
+        trainable += count_parameter(param) if param.requires_grad else 0
     if trainable == 0:
         raise ValueError(
             f"model.trainable_patterns {patterns} match no parameter of {type(model).__name__}; "
             f"names look like {[n for n, _ in list(model.named_parameters())[:3]]}"
         )
-    total = sum(p.numel() for p in model.parameters())
+    total = sum(count_parameter(p) for p in model.parameters())
     logger.info("Trainable parameters: %d of %d (%.2f%%)", trainable, total, 100 * trainable / total)
     return trainable
 

@@ -20,6 +20,7 @@ from ftplat.train.arguments import build_training_arguments
 from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
 from ftplat.tracking.callback import MlflowTrialCallback
 from ftplat.train.reporting import RayScopeReportCallback
+from ftplat.zero.runtime import build_deepspeed_record, prepare_deepspeed_environment
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +45,21 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     tables = ray.get(config["data_ref"][0])
     train_ds, eval_ds = build_torch_dataset(tables[TRAIN]), build_torch_dataset(tables[EVAL])
 
-    if ctx.get_world_size() == 1:
+    deepspeed = config.get("deepspeed")
+    if deepspeed is not None:
+        prepare_deepspeed_environment(use_gpu=job.resources.use_gpu)
+    elif ctx.get_world_size() == 1:
         # Ray sets LOCAL_RANK even for one worker, which makes accelerate wrap the model in
         # DDP and all-reduce every gradient with itself (about 10% of a CPU step here).
+        # DeepSpeed needs the distributed setup even alone, so it keeps LOCAL_RANK.
         os.environ.pop("LOCAL_RANK", None)
     output_dir = build_scratch_dir(ctx.get_experiment_name())
-    args = build_training_arguments(job, output_dir=output_dir, report_to=config.get("report_to"))
+    # The arguments come before the model: under ZeRO-3 they register the DeepSpeed config
+    # that makes from_pretrained partition the weights across workers as it loads them
+    # (deepspeed.zero.Init); a model loaded first is whole on every worker. HF holds that
+    # registration by weak reference, so ``args`` must stay referenced (it does, to the end).
+    args = build_training_arguments(job, output_dir=output_dir, report_to=config.get("report_to"),
+                                    deepspeed=deepspeed)
     tokenizer = build_tokenizer(job.model)
     model = build_model(job.model)
     trainer = Trainer(
@@ -91,6 +101,12 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         "node_id": ray.get_runtime_context().get_node_id(),
         "world_size": ctx.get_world_size(),
     }
+    if deepspeed is not None:
+        result["deepspeed"] = build_deepspeed_record(trainer)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # The node's ranks share output_dir, and a rank may still be reading it (loading the
+        # best checkpoint, where ZeRO reads every rank's shard) when local rank 0 gets here.
+        torch.distributed.barrier()
     if ctx.get_local_rank() == 0:
         shutil.rmtree(output_dir, ignore_errors=True)
     return result

@@ -13,7 +13,7 @@ from ray.tune import ExperimentAnalysis
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.checkpoints.gc import SUMMARY_FILE  # noqa: F401  (re-exported: the sweep writes it)
-from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
+from ftplat.storage import join_uri, list_dir_names, path_exists, read_json
 from ftplat.train.reporting import CHECKPOINT_NAME_KEY
 from ftplat.tune.scope import SCOPES, compute_scope_stats, scope_score, select_best
 from ftplat.tune.trial import TRIAL_RESULT_FILE, build_train_run_name
@@ -49,7 +49,7 @@ def _read_error(trial) -> str | None:
     if not name:
         return None
     try:
-        fs, _ = resolve_storage(trial.storage.storage_path)
+        fs = trial.storage.storage_filesystem
         with fs.open_input_stream(posixpath.join(trial.storage.trial_fs_path, name)) as src:
             lines = [ln for ln in src.read().decode(errors="replace").splitlines() if ln.strip()]
         return lines[-1] if lines else "error"

@@ -26,6 +26,7 @@ from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_s
 from ftplat.tune.summary import SUMMARY_FILE, build_summary, format_summary_table
 from ftplat.tune.trial import train_driver_fn
 from ftplat.versions import collect_versions
+from ftplat.zero.config import build_sweep_deepspeed_configs
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,8 @@ def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig, sweep_path: 
 
 
 def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sweep_path: str,
-                data_ref: ray.ObjectRef, tracking: dict[str, str] | None, resume: bool) -> tune.Tuner:
+                data_ref: ray.ObjectRef, tracking: dict[str, str] | None, resume: bool,
+                deepspeed_configs: dict[str, dict] | None = None) -> tune.Tuner:
     objective = {"metric": space.objective.metric, "mode": space.objective.mode, "scope": space.scope}
     trainable = tune.with_resources(
         tune.with_parameters(
@@ -118,6 +120,7 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             # into every trial driver; workers fetch it from the object store.
             data_ref=[data_ref],
             tracking=tracking,
+            deepspeed_configs=deepspeed_configs or {},
         ),
         {"CPU": job.resources.trial_driver_cpus},
     )
@@ -165,6 +168,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         logger.warning(warning)
     if resume:
         job, space = build_resumed_configs(job, space, sweep_path)
+    deepspeed_configs = build_sweep_deepspeed_configs(job, space.parameters)
     started = time.perf_counter()
     tables = build_tokenized_tables(job.data, job.model)
     data_stats = tables.pop("stats")
@@ -184,7 +188,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
             )
         data_ref = ray.put({TRAIN: tables[TRAIN], EVAL: tables[EVAL]})
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
-                            data_ref=data_ref, tracking=tracking, resume=resume)
+                            data_ref=data_ref, tracking=tracking, resume=resume,
+                            deepspeed_configs=deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, sweep_path)
         try:
             grid = tuner.fit()

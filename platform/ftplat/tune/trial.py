@@ -63,17 +63,20 @@ def build_torch_trainer(
 
 
 def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: dict[str, Any],
-                    sweep_path: str, data_ref: list, tracking: dict[str, str] | None = None) -> None:
+                    sweep_path: str, data_ref: list, tracking: dict[str, str] | None = None,
+                    deepspeed_configs: dict[str, dict] | None = None) -> None:
     """Run one trial: apply the sampled values to the job config and fit a TorchTrainer.
 
     ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
-    once per sweep with ``tune.with_parameters``.
+    once per sweep with ``tune.with_parameters``; ``deepspeed_configs`` maps each
+    ``training.deepspeed`` value the trials can take to its checked config.
     """
     started = time.perf_counter()
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
-    loop_config = {"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref}
+    loop_config = {"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref,
+                   "deepspeed": (deepspeed_configs or {}).get(trial_job.training.deepspeed)}
     if tracking:
         run_id = run_start_trial(tracking, trial_id=trial_id, run_uri=join_uri(sweep_path, run_name),
                                  params=config)

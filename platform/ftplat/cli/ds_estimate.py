@@ -1,0 +1,33 @@
+"""``ftplat ds-estimate --model M --num-gpus N [--num-nodes K]``: ZeRO-2/3 memory needs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ftplat.cli.sweep import EXIT_USAGE
+
+
+def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="Print DeepSpeed's estimate of the memory that the model "
+                                "states (parameters, gradients, Adam states) need per GPU and per node under "
+                                "ZeRO-2 and ZeRO-3, with and without offload. Activations, temporary buffers "
+                                "and the CUDA context come on top.")
+    p.add_argument("--model", required=True, help="hub id or local model directory (only its config is read)")
+    p.add_argument("--num-gpus", type=int, required=True, help="GPUs per node")
+    p.add_argument("--num-nodes", type=int, default=1, help="nodes (default 1)")
+    p.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model")
+    args = p.parse_args(argv)
+    for flag, value in (("--num-gpus", args.num_gpus), ("--num-nodes", args.num_nodes)):
+        if value < 1:
+            print(f"error: {flag} must be at least 1, got {value}", file=sys.stderr)
+            return EXIT_USAGE
+    from ftplat.zero.estimate import build_estimate_report, build_meta_model
+
+    try:
+        model = build_meta_model(args.model, trust_remote_code=args.trust_remote_code)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(build_estimate_report(model, num_gpus=args.num_gpus, num_nodes=args.num_nodes), end="")
+    return 0

@@ -1,0 +1,234 @@
+"""DeepSpeed ZeRO configs: the shipped presets, the user's own JSON, and the checks that
+explain a conflict with the training settings before any cluster work.
+
+Hugging Face fills every ``"auto"`` value of a DeepSpeed config from ``TrainingArguments``
+(``HfTrainerDeepSpeedConfig``) and raises on an explicit value that differs, but only inside
+the worker, after the cluster started and the data was tokenized. The same comparisons run
+here on the driver, against the job config and the search space, so a sweep whose trials
+would all fail never starts. Nothing here imports torch or DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from typing import Any
+
+PRESETS = ("zero2", "zero3", "zero3_offload")
+
+#: HF Adam defaults; ftplat does not expose them, so a JSON may only repeat them.
+ADAM_BETAS = [0.9, 0.999]
+ADAM_EPSILON = 1e-8
+
+#: DeepSpeed scheduler type -> the ``training.lr_scheduler_type`` with the same shape.
+SCHEDULER_EQUIVALENTS = {"WarmupDecayLR": "linear", "WarmupLR": "constant_with_warmup", "WarmupCosineLR": "cosine"}
+
+#: Job fields whose value HF copies into a DeepSpeed key marked "auto".
+AUTO_FIELDS = {
+    "train_micro_batch_size_per_gpu": "training.per_device_train_batch_size",
+    "gradient_accumulation_steps": "training.gradient_accumulation_steps",
+    "gradient_clipping": "training.max_grad_norm",
+    "optimizer.params.lr": "training.learning_rate",
+    "optimizer.params.weight_decay": "training.weight_decay",
+    "scheduler.params.warmup_max_lr": "training.learning_rate",
+    "scheduler.params.warmup_num_steps": "training.warmup_steps",
+    "scheduler.params.total_num_steps": "training.max_steps",
+    "fp16.enabled": "training.fp16",
+    "bf16.enabled": "training.bf16",
+}
+#: train_batch_size is a product of three fields; any of them being searched needs "auto".
+TRAIN_BATCH_FIELDS = ("resources.num_workers", "training.per_device_train_batch_size",
+                      "training.gradient_accumulation_steps")
+
+
+def is_preset(spec: str) -> bool:
+    return spec in PRESETS
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """A shipped preset (package data, so a non-editable install has it)."""
+    text = resources.files("ftplat.zero").joinpath("presets", f"{name}.json").read_text()
+    return json.loads(text)
+
+
+def load_deepspeed_json(path: str, *, field: str = "training.deepspeed") -> dict[str, Any]:
+    """Read a user's DeepSpeed JSON; every problem is a one-line ``ValueError`` naming the path."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{field}: DeepSpeed config {path!r} does not exist; give a JSON file or one of the "
+                         f"presets {', '.join(PRESETS)}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{field}: {path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{field}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{field}: {path} must hold a JSON object at the top level, got {type(data).__name__}")
+    return data
+
+
+def build_preset_for_job(name: str, job) -> dict[str, Any]:
+    """A preset fitted to the job: its DeepSpeed scheduler (linear warmup and decay) and
+    optimizer (AdamW) give way to the Trainer's own when the job asks for another schedule
+    or optimizer, so every ``training.lr_scheduler_type`` and ``training.optim`` works.
+    Offload keeps DeepSpeed's optimizer: ZeRO-Offload steps on the CPU with DeepSpeedCPUAdam."""
+    config = load_preset(name)
+    if job.training.lr_scheduler_type != SCHEDULER_EQUIVALENTS[config["scheduler"]["type"]]:
+        del config["scheduler"]
+    if job.training.optim != "adamw_torch" and get_dotted(config, "zero_optimization.offload_optimizer") is None:
+        del config["optimizer"]
+    return config
+
+
+def load_deepspeed_spec(spec: str, job) -> dict[str, Any]:
+    return build_preset_for_job(spec, job) if is_preset(spec) else load_deepspeed_json(spec)
+
+
+def get_dotted(config: dict[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def build_zero_stage(config: dict[str, Any]) -> int:
+    return int(get_dotted(config, "zero_optimization.stage") or 0)
+
+
+def _job_value(job, dotted: str) -> Any:
+    section, name = dotted.split(".")
+    return getattr(getattr(job, section), name)
+
+
+def _same(ds_value: Any, hf_value: Any) -> bool:
+    if isinstance(ds_value, bool) or isinstance(hf_value, bool):
+        return ds_value is hf_value or ds_value == hf_value
+    if isinstance(ds_value, (int, float)) and isinstance(hf_value, (int, float)):
+        return float(ds_value) == float(hf_value)
+    return ds_value == hf_value
+
+
+def build_conflicts(config: dict[str, Any], job, searched: set[str] = frozenset()) -> list[str]:
+    """Every disagreement between a DeepSpeed config and the job (and the search space).
+
+    ``searched`` holds the dotted job paths the sweep varies: a DeepSpeed key fed by one of
+    them must be "auto", or the trials' sampled values would never reach DeepSpeed.
+    """
+    t = job.training
+    problems = []
+
+    def explicit(key: str) -> bool:
+        value = get_dotted(config, key)
+        return value is not None and value != "auto"
+
+    for key, field in AUTO_FIELDS.items():
+        if not explicit(key):
+            continue
+        value = get_dotted(config, key)
+        if field in searched:
+            problems.append(f"the search space varies {field} but the DeepSpeed config fixes {key}={value!r}; "
+                            f'set {key} to "auto" so each trial\'s value reaches DeepSpeed')
+            continue
+        if key == "scheduler.params.warmup_num_steps":
+            if t.warmup_steps < 1 or int(t.warmup_steps) != value:
+                problems.append(f"{key}={value!r} must be \"auto\" or equal {field} as a whole step count "
+                                f"(got {field}={t.warmup_steps:g}); \"auto\" converts a warmup fraction to steps")
+        elif key == "scheduler.params.total_num_steps":
+            if t.max_steps <= 0 or t.max_steps != value:
+                problems.append(f'{key}={value!r} must be "auto" (the step count follows from the data) or equal '
+                                f"{field} (got {t.max_steps})")
+        elif not _same(value, _job_value(job, field)):
+            problems.append(f"{key}={value!r} differs from {field}={_job_value(job, field)!r}; set {key} to \"auto\" "
+                            f"or make the two equal")
+
+    if explicit("train_batch_size"):
+        value = get_dotted(config, "train_batch_size")
+        varied = [f for f in TRAIN_BATCH_FIELDS if f in searched]
+        product = job.resources.num_workers * t.per_device_train_batch_size * t.gradient_accumulation_steps
+        if varied:
+            problems.append(f"the search space varies {varied[0]} but the DeepSpeed config fixes "
+                            f'train_batch_size={value!r}; set it to "auto"')
+        elif not _same(value, product):
+            problems.append(f"train_batch_size={value!r} differs from resources.num_workers x "
+                            f"training.per_device_train_batch_size x training.gradient_accumulation_steps = {product}; "
+                            'set it to "auto"')
+    for key, hf_value, name in (("optimizer.params.betas", ADAM_BETAS, "adam_beta1/adam_beta2"),
+                                ("optimizer.params.eps", ADAM_EPSILON, "adam_epsilon")):
+        if explicit(key) and not _same(get_dotted(config, key), hf_value):
+            problems.append(f'{key}={get_dotted(config, key)!r} differs from TrainingArguments {name}={hf_value!r} '
+                            f'(not configurable in ftplat); set {key} to "auto"')
+
+    if "optimizer" in config and t.optim != "adamw_torch":
+        problems.append(f"training.optim={t.optim!r} would be ignored: the DeepSpeed config defines its own "
+                        "optimizer; remove its optimizer section or leave training.optim at 'adamw_torch'")
+    scheduler = get_dotted(config, "scheduler.type")
+    if scheduler is not None:
+        same_shape = SCHEDULER_EQUIVALENTS.get(scheduler)
+        if same_shape is None:
+            problems.append(f"scheduler.type={scheduler!r} is not one ftplat can match to training.lr_scheduler_type; "
+                            f"use one of {', '.join(SCHEDULER_EQUIVALENTS)} or remove the scheduler section")
+        elif same_shape != t.lr_scheduler_type:
+            problems.append(f"scheduler.type={scheduler!r} (the shape of {same_shape!r}) differs from "
+                            f"training.lr_scheduler_type={t.lr_scheduler_type!r}; remove the DeepSpeed scheduler "
+                            f"section to use the Trainer's schedule, or set lr_scheduler_type to {same_shape!r}")
+    stage = get_dotted(config, "zero_optimization.stage")
+    if stage is not None and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
+        problems.append(f"zero_optimization.stage={stage!r} must be 0, 1, 2 or 3")
+    return problems
+
+
+def build_hardware_conflicts(config: dict[str, Any], job) -> list[str]:
+    """Settings that need GPU workers, refused on a CPU-only job instead of failing in a worker."""
+    if job.resources.use_gpu:
+        return []
+    problems = []
+    for part in ("offload_optimizer", "offload_param"):
+        device = get_dotted(config, f"zero_optimization.{part}.device")
+        if device == "nvme":
+            problems.append(f"zero_optimization.{part}.device='nvme' needs GPU workers (resources.use_gpu=true) "
+                            "and an NVMe path; it is not supported on CPU workers")
+        elif device == "cpu":
+            problems.append(f"zero_optimization.{part}.device='cpu' offloads GPU memory to CPU RAM, but the workers "
+                            "already train on CPU (resources.use_gpu=false); use zero3, or set resources.use_gpu=true")
+    for key, field in (("fp16.enabled", "training.fp16"), ("bf16.enabled", "training.bf16")):
+        if get_dotted(config, key) is True or _job_value(job, field):
+            problems.append(f"{key} / {field}: DeepSpeed mixed precision needs GPU workers (resources.use_gpu=true); "
+                            "CPU workers train in float32")
+    return problems
+
+
+def build_deepspeed_config(job, searched: set[str] = frozenset()) -> dict[str, Any] | None:
+    """The DeepSpeed config of a job (``None`` without one), checked against the job and the
+    searched parameters. Raises one ``ValueError`` listing every problem."""
+    spec = job.training.deepspeed
+    if spec is None:
+        return None
+    config = load_deepspeed_spec(spec, job)
+    problems = build_conflicts(config, job, set(searched)) + build_hardware_conflicts(config, job)
+    if problems:
+        where = f"preset {spec!r}" if is_preset(spec) else spec
+        raise ValueError(f"training.deepspeed ({where}): " + "; ".join(problems))
+    return config
+
+
+def build_sweep_deepspeed_configs(job, parameters: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The checked DeepSpeed config of every spec a sweep's trials can use, by spec.
+
+    ``parameters`` is the search space's ``{dotted path: parameter}``; when it varies
+    ``training.deepspeed`` itself, each choice is checked. The driver reads the files once and
+    hands trials plain dicts, so a JSON path need not exist on the worker nodes.
+    """
+    searched = set(parameters)
+    specs = [job.training.deepspeed]
+    choice = parameters.get("training.deepspeed")
+    if choice is not None:
+        specs += list(getattr(choice, "values", []))
+    configs = {}
+    for spec in dict.fromkeys(s for s in specs if s is not None):
+        trial_job = job.model_copy(update={"training": job.training.model_copy(update={"deepspeed": spec})})
+        configs[spec] = build_deepspeed_config(trial_job, searched)
+    return configs

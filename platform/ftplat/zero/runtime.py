@@ -1,0 +1,46 @@
+"""The worker side of DeepSpeed: the accelerator choice and a record of what DeepSpeed ran."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def prepare_deepspeed_environment(*, use_gpu: bool) -> None:
+    """Pin DeepSpeed's accelerator before it is first imported.
+
+    DeepSpeed picks CUDA whenever it can see a GPU, so a CPU trial on a GPU node would
+    otherwise put its engine on a device the Trainer does not use. Its CPU accelerator talks
+    over the gloo process group Ray Train already created (oneCCL is not needed).
+    """
+    if not use_gpu:
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+def build_deepspeed_record(trainer) -> dict[str, Any]:
+    """What the DeepSpeed engine actually trained with, read back from the engine after
+    ``train()``: the optimizer DeepSpeed built and its constructor values, and the scheduler's
+    peak lr and step counts. The sweep's sampled values must show up here."""
+    engine = trainer.model_wrapped
+    zero_optimizer = engine.optimizer
+    base = getattr(zero_optimizer, "optimizer", zero_optimizer)
+    scheduler = engine.lr_scheduler
+    record: dict[str, Any] = {
+        "zero_stage": int(engine.zero_optimization_stage()),
+        "world_size": int(engine.world_size),
+        "optimizer": type(base).__name__,
+        "optimizer_lr": float(base.defaults["lr"]),
+        "optimizer_weight_decay": float(base.defaults.get("weight_decay", 0.0)),
+        "scheduler": type(scheduler).__name__ if scheduler is not None else None,
+    }
+    filled = trainer.accelerator.state.deepspeed_plugin.hf_ds_config
+    # The values HF wrote over "auto", to tell a wrong fill from DeepSpeed's own adjustments.
+    record["config"] = {key: filled.get_value(key) for key in (
+        "optimizer.params.lr", "optimizer.params.weight_decay", "scheduler.params.warmup_num_steps",
+        "scheduler.params.total_num_steps", "train_batch_size")}
+    if hasattr(scheduler, "max_lrs"):  # DeepSpeed's WarmupLR family (it warms up for at least 2 steps)
+        record.update(scheduler_max_lr=float(scheduler.max_lrs[0]), warmup_num_steps=int(scheduler.warmup_num_steps),
+                      total_num_steps=getattr(scheduler, "total_num_steps", None))
+    elif scheduler is not None and hasattr(scheduler, "base_lrs"):  # the Trainer's schedule, stepped by DeepSpeed
+        record.update(scheduler_max_lr=float(scheduler.base_lrs[0]))
+    return record
