@@ -1,6 +1,6 @@
 """HPO efficiency: best validation accuracy reached as a function of trial-epochs spent.
 
-Three methods, the same search space, the same trial budget and the same data, model and
+Four methods, the same search space, the same trial budget and the same data, model and
 TrainingArguments (ftplat's one builder):
 
   ftplat_optuna_asha  ftplat's sweep (run_sweep): Optuna TPE proposes, ASHA stops weak trials
@@ -9,6 +9,12 @@ TrainingArguments (ftplat's one builder):
                       every trial runs all its epochs (FIFO)
   hf_optuna           plain ``transformers`` ``Trainer.hyperparameter_search(backend="optuna")``
                       in this process (TPE with the same seed, Optuna's default MedianPruner)
+  hf_random           the same in-process HF search with Optuna's RandomSampler and no pruner:
+                      random search without Ray's per-trial process starts (a cheaper stand-in
+                      for ftplat_random on a loaded machine; the same trial-epoch accounting)
+
+Note: Optuna's TPE samples at random for its first 10 trials (n_startup_trials), so with 6
+trials both Optuna methods propose random points; what differs is how trials are stopped.
 
 One evaluation per epoch, so a trial-epoch is one evaluation: for ftplat they are counted from
 summary.json (each trial's evaluations), for HF by a callback. Every method selects on a
@@ -37,10 +43,11 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import DEFAULT_DATA, DEFAULT_MODEL, RESULTS, build_machine_record, write_validation_split  # noqa: E402
 
-METHODS = ("ftplat_optuna_asha", "ftplat_random", "hf_optuna")
+METHODS = ("ftplat_optuna_asha", "ftplat_random", "hf_optuna", "hf_random")
 SEEDS = (0, 1, 2)
 LABELS = {"ftplat_optuna_asha": "ftplat Optuna + ASHA", "ftplat_random": "ftplat random search",
-          "hf_optuna": "HF Trainer.hyperparameter_search (optuna)"}
+          "hf_optuna": "HF Trainer.hyperparameter_search (optuna)",
+          "hf_random": "random search, plain HF in-process"}
 SPACE = {  # the same ranges for every method
     "training.learning_rate": (1.0e-5, 3.0e-4, True),
     "training.warmup_steps": (0.0, 0.2, False),
@@ -118,7 +125,7 @@ def run_ftplat(a, method: str, seed: int, data_dir: str) -> dict:
     return {"evaluations": build_evaluations_from_summary(summary), "trials": trials, "wall_s": round(wall, 1)}
 
 
-def run_hf(a, seed: int, data_dir: str) -> dict:
+def run_hf(a, method: str, seed: int, data_dir: str) -> dict:
     import optuna
     import torch
     from transformers import DataCollatorWithPadding, Trainer, TrainerCallback
@@ -149,7 +156,7 @@ def run_hf(a, seed: int, data_dir: str) -> dict:
                 for k, (lo, hi, log) in SPACE.items()}
 
     with tempfile.TemporaryDirectory(prefix="hf-hpo-") as out:
-        job, _ = load_sweep_configs(None, None, build_overrides(a, "hf_optuna", seed, out, data_dir))
+        job, _ = load_sweep_configs(None, None, build_overrides(a, method, seed, out, data_dir))
         tables = build_tokenized_tables(job.data, job.model)
         tokenizer = build_tokenizer(job.model)
         trainer = Trainer(
@@ -162,10 +169,14 @@ def run_hf(a, seed: int, data_dir: str) -> dict:
             compute_metrics=compute_classification_metrics,
             callbacks=[Record()],
         )
+        if method == "hf_random":
+            search = {"sampler": optuna.samplers.RandomSampler(seed=seed), "pruner": optuna.pruners.NopPruner()}
+        else:  # Optuna's defaults, as a user of hyperparameter_search gets them (MedianPruner)
+            search = {"sampler": optuna.samplers.TPESampler(seed=seed)}
         start = time.perf_counter()
         best = trainer.hyperparameter_search(
             hp_space=hp_space, compute_objective=lambda m: m["eval_accuracy"], n_trials=a.trials,
-            direction="maximize", backend="optuna", sampler=optuna.samplers.TPESampler(seed=seed))
+            direction="maximize", backend="optuna", **search)
         wall = time.perf_counter() - start
     for t in trials:
         t["best_accuracy"] = max((e["accuracy"] for e in evals if trials[e["trial"]] is t), default=None)
@@ -188,7 +199,7 @@ def run_piece(a, method: str, seed: int) -> dict:
                                       validation_rows=2000, seed=0)
     machine = build_machine_record()
     start = time.perf_counter()
-    result = run_hf(a, seed, data_dir) if method == "hf_optuna" else run_ftplat(a, method, seed, data_dir)
+    result = run_hf(a, method, seed, data_dir) if method.startswith("hf_") else run_ftplat(a, method, seed, data_dir)
     curve = build_curve(result["evaluations"])
     piece = {"method": method, "seed": seed, "machine": machine,
              "config": {k: v for k, v in vars(a).items() if k not in ("full", "aggregate", "force")},
@@ -229,17 +240,21 @@ def aggregate(pieces: list[dict]) -> dict[str, Any]:
         }
     goal: dict[str, Any] = {"statement": "ftplat Optuna + ASHA reaches random search's best accuracy "
                                          "with at most half of random search's trial-epochs"}
-    if "ftplat_optuna_asha" in methods and "ftplat_random" in methods:
-        asha, rnd = methods["ftplat_optuna_asha"], methods["ftplat_random"]
+    # The random-search reference: ftplat's own random search, else the in-process one.
+    ref = next((m for m in ("ftplat_random", "hf_random") if m in methods), None)
+    if "ftplat_optuna_asha" in methods and ref:
+        asha, rnd = methods["ftplat_optuna_asha"], methods[ref]
         target, budget = rnd["best_accuracy_mean"], rnd["trial_epochs_mean"]
         reach = next((k + 1 for k, v in enumerate(asha["mean_curve"]) if v >= target - 1e-12), None)
         per_seed = {}
         for s in sorted(set(asha["seeds"]) & set(rnd["seeds"])):
-            ra, rr = by_method["ftplat_optuna_asha"][s], by_method["ftplat_random"][s]
+            ra, rr = by_method["ftplat_optuna_asha"][s], by_method[ref][s]
             per_seed[s] = {"random_best": rr["best_accuracy"], "random_trial_epochs": rr["trial_epochs"],
+                           "asha_best": ra["best_accuracy"], "asha_trial_epochs": ra["trial_epochs"],
                            "asha_trial_epochs_to_reach": next(
                                (k + 1 for k, v in enumerate(ra["curve"]) if v >= rr["best_accuracy"] - 1e-12), None)}
-        goal.update({"random_best_mean": target, "random_trial_epochs_mean": budget, "half_budget": budget / 2,
+        goal.update({"random_reference": ref, "random_best_mean": target, "random_trial_epochs_mean": budget,
+                     "half_budget": budget / 2,
                      "asha_trial_epochs_to_reach_mean_curve": reach,
                      "met_on_mean_curves": reach is not None and reach <= budget / 2,
                      "per_seed": per_seed,
@@ -254,7 +269,8 @@ def write_plot(pieces: list[dict], agg: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"ftplat_optuna_asha": "tab:blue", "ftplat_random": "tab:orange", "hf_optuna": "tab:green"}
+    colors = {"ftplat_optuna_asha": "tab:blue", "ftplat_random": "tab:orange", "hf_optuna": "tab:green",
+              "hf_random": "tab:red"}
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     for p in pieces:
         xs = range(1, len(p["curve"]) + 1)
@@ -265,7 +281,7 @@ def write_plot(pieces: list[dict], agg: dict, path: str) -> None:
                 label=f"{LABELS.get(m, m)} (mean of {len(s['seeds'])} seeds)")
     g = agg["goal"]
     if "random_best_mean" in g:
-        ax.axhline(g["random_best_mean"], color="tab:orange", linestyle=":", linewidth=1)
+        ax.axhline(g["random_best_mean"], color=colors[g["random_reference"]], linestyle=":", linewidth=1)
         ax.axvline(g["half_budget"], color="grey", linestyle="--", linewidth=1,
                    label="half of random search's trial-epochs")
     ax.set_xlabel("trial-epochs spent (one evaluation each)")

@@ -87,3 +87,10 @@ def test_accuracy_overrides_validate():
                                          "training.warmup_steps": pytest.approx(0.05),
                                          "training.weight_decay": pytest.approx(0.02)}]
     assert job.data.eval_split == "validation" and job.data.train_size == 1000
+
+
+def test_hpo_goal_falls_back_to_in_process_random_search():
+    agg = hpo.aggregate([_piece("hf_random", 0, [0.5, 0.6, 0.7, 0.7]), _piece("ftplat_optuna_asha", 0, [0.7, 0.6])])
+    g = agg["goal"]
+    assert g["random_reference"] == "hf_random" and g["asha_trial_epochs_to_reach_mean_curve"] == 1
+    assert g["met_on_mean_curves"] is True and g["met_per_seed"] == {0: True}
