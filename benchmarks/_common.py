@@ -17,6 +17,11 @@ RESULTS = os.path.join(HERE, "results")
 DEFAULT_MODEL = "../shared/models/all-MiniLM-L6-v2"
 DEFAULT_DATA = "../shared/data/imdb"
 
+# On a loaded machine a Train worker process can take more than Train V2's default 60 s to
+# start (imports of torch and transformers), and the controller then retries forever. A
+# local cluster started by these scripts inherits this environment.
+os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", "900")
+
 
 def build_machine_record() -> dict[str, Any]:
     """What ran the benchmark: command, cores, load, library versions, git commit."""
