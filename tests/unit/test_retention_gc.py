@@ -241,3 +241,42 @@ def test_gc_through_an_s3_uri(sweep, monkeypatch):
         assert Path(load_with_ray("s3://bkt/sweep/train-b").checkpoint.path).name == "checkpoint-30"
     finally:
         server.stop()
+
+
+def test_live_plan_deletes_in_running_trials_and_repair_lets_ray_restore(sweep):
+    """What the sweep driver does after each evaluation: running trials lose what HF rotation
+    drops too; their snapshot still names the folder until the trial driver repairs it."""
+    from ftplat.checkpoints.gc import run_repair_snapshot
+
+    plan = build_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True,
+                         delete_running=True)
+    assert actions(plan)["train-c/checkpoint-10"] == DELETE
+    assert "train-c/" + SNAPSHOT_FILE not in actions(plan)  # its controller would rewrite it anyway
+    assert actions(plan)["train-c/checkpoint-40"] == KEEP  # the upload not reported yet
+    run_gc_plan(plan, dry_run=False)
+    assert listing(sweep)["train-c"] == {"checkpoint-20", "checkpoint-30", "checkpoint-40"}
+
+    from ray.train.v2._internal.exceptions import CheckpointManagerInitializationError
+
+    with pytest.raises(CheckpointManagerInitializationError):
+        load_with_ray(sweep / "train-c")
+    assert run_repair_snapshot(str(sweep / "train-c")) == {"checkpoint-10"}
+    assert Path(load_with_ray(sweep / "train-c").checkpoint.path).name == "checkpoint-30"
+    assert run_repair_snapshot(str(sweep / "train-c")) == set()
+    assert run_repair_snapshot(str(sweep / "train-none")) == set()
+
+
+def test_live_record_restores_history_a_resume_hid():
+    from ftplat.tune.live_retention import build_live_trial_record, is_history_incomplete
+
+    seen = [{"training_iteration": 1, "step": 30, "num_evaluations": 3, "checkpoint_name": "checkpoint-30",
+             METRIC: 0.7}]
+    state = [{"step": 10, "epoch": 1.0, METRIC: 0.9}, {"step": 20, "epoch": 2.0, METRIC: 0.5},
+             {"step": 30, "epoch": 3.0, METRIC: 0.7}]
+    assert is_history_incomplete(seen) and is_history_incomplete([])
+    assert not is_history_incomplete([{**seen[0], "num_evaluations": 1}])
+    rec = build_live_trial_record("t1", "RUNNING", seen, state, objective_metric=METRIC, mode="max", scope="avg")
+    assert [r["checkpoint_name"] for r in rec["history"]] == ["checkpoint-10", "checkpoint-20", "checkpoint-30"]
+    assert rec["scores"]["avg"] == pytest.approx(0.7)
+    fresh = build_live_trial_record("t2", "TERMINATED", [], None, objective_metric=METRIC, mode="max", scope="last")
+    assert fresh["history"] == [] and fresh["scores"]["last"] is None

@@ -12,10 +12,12 @@ The kept set comes from ``retention.select_sweep_partition`` over the histories 
 * A checkpoint folder no history row names is an orphan (an ASHA-stopped trial leaves these):
   deleted when its trial has finished, kept while it runs, since it may be an upload whose
   report has not reached the summary yet.
-* Nothing of a running trial is deleted; what the policy would remove is listed as ``defer``.
-  Its Train controller holds the checkpoint list in memory and rewrites the snapshot from it on
-  every report, so a folder deleted under it would come back in the snapshot and make the next
-  restore of that run fail. Run gc again once the trial has finished.
+* ``ftplat checkpoints gc`` deletes nothing of a running trial; what the policy would remove is
+  listed as ``defer``. Its Train controller holds the checkpoint list in memory and rewrites the
+  snapshot from it on every report, so a folder deleted under it comes back in the snapshot and
+  would make the next restore of that run fail. The sweep driver itself does delete there
+  (``delete_running=True``, after every evaluation, see ``tune/live_retention.py``) because the
+  trial driver repairs the run's snapshot (``run_repair_snapshot``) before every restore.
 * Before deleting checkpoints a finished trial's snapshot tracks, the snapshot is rewritten
   without them (``build_pruned_snapshot``), so ``Result.from_path`` and a restore of the run
   still work: Ray's ``_assert_checkpoints_exist`` refuses a snapshot naming a missing folder.
@@ -98,7 +100,7 @@ def _folder_order(name: str) -> tuple[int, str]:
 
 
 def _select_folder_action(
-    trial: TrialCheckpoints, name: str, kept: dict, deleted: dict
+    trial: TrialCheckpoints, name: str, kept: dict, deleted: dict, delete_running: bool
 ) -> tuple[str, str]:
     """(action, reason) for one checkpoint folder of a trial named in the summary."""
     key = (trial.trial_id, name)
@@ -107,6 +109,8 @@ def _select_folder_action(
     if not trial.running:
         return DELETE, deleted.get(key, "orphan, not tracked")
     if key in deleted:
+        if delete_running:
+            return DELETE, f"{deleted[key]}; the trial is running"
         return DEFER, f"{deleted[key]}; the trial is still running"
     return KEEP, "not reported yet: the running trial may still be uploading it"
 
@@ -119,6 +123,7 @@ def select_gc_plan(
     *,
     greater_is_better: bool,
     sweep_uri: str,
+    delete_running: bool = False,
 ) -> list[GcAction]:
     """The plan for listed storage, in the order ``run_gc_plan`` applies it.
 
@@ -130,6 +135,8 @@ def select_gc_plan(
         policy: what to keep.
         greater_is_better: direction of ``metric_for_best_model``.
         sweep_uri: the sweep folder, the base of the paths in the plan.
+        delete_running: delete (rather than defer) what the policy drops from running
+            trials; only for a caller whose trial drivers repair snapshots before restoring.
     """
     trials = build_trials_from_summary(summary)
     kwargs = dict(mode=summary["objective"]["mode"], greater_is_better=greater_is_better,
@@ -142,10 +149,13 @@ def select_gc_plan(
         if trial is None:
             plan.append(GcAction(join_uri(sweep_uri, run), KEEP, "trial not in summary.json: left alone"))
             continue
-        rows = [GcAction(join_uri(sweep_uri, run, name), *_select_folder_action(trial, name, kept, deleted))
+        rows = [GcAction(join_uri(sweep_uri, run, name),
+                         *_select_folder_action(trial, name, kept, deleted, delete_running))
                 for name in sorted(folders[run], key=_folder_order)]
         dropped = {posixpath.basename(r.path) for r in rows if r.action == DELETE} & tracked.get(run, set())
-        if dropped:
+        # A running trial's controller rewrites its snapshot from memory: pruning it now is
+        # undone at the next report; run_repair_snapshot does it before a restore instead.
+        if dropped and not trial.running:
             plan.append(GcAction(join_uri(sweep_uri, run, SNAPSHOT_FILE), PRUNE_SNAPSHOT,
                                  f"drop {len(dropped)} deleted checkpoint(s) so Ray can still restore the run"))
         plan.extend(rows)
@@ -174,7 +184,7 @@ def select_snapshot_names(snapshot_json: str) -> set[str]:
 
 
 def build_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bool,
-                  summary: dict[str, Any] | None = None) -> list[GcAction]:
+                  summary: dict[str, Any] | None = None, *, delete_running: bool = False) -> list[GcAction]:
     """Read the sweep's storage listing (no writes) and plan the gc; the summary is read from
     ``summary.json`` unless the sweep driver passes the one it is about to write."""
     if "://" not in sweep_uri:
@@ -195,8 +205,8 @@ def build_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bo
         snapshot = _read_text(fs, posixpath.join(run_path, SNAPSHOT_FILE))
         if snapshot is not None:
             tracked[run] = select_snapshot_names(snapshot)
-    return select_gc_plan(summary, folders, tracked, policy,
-                          greater_is_better=greater_is_better, sweep_uri=sweep_uri)
+    return select_gc_plan(summary, folders, tracked, policy, greater_is_better=greater_is_better,
+                          sweep_uri=sweep_uri, delete_running=delete_running)
 
 
 def _parse_snapshot(snapshot_json: str) -> dict[str, Any]:
@@ -284,3 +294,22 @@ def run_gc(sweep_uri: str, policy: RetentionPolicy, *, greater_is_better: bool, 
     plan = build_gc_plan(sweep_uri, policy, greater_is_better)
     run_gc_plan(plan, dry_run)
     return plan
+
+
+def run_repair_snapshot(run_uri: str) -> set[str]:
+    """Drop from a Train run's snapshot the checkpoints whose folders are gone; return their names.
+
+    The sweep deletes checkpoints of running trials while their controller still lists them;
+    Ray refuses to restore such a snapshot, so a trial driver calls this before every fit.
+    """
+    fs, run_path = resolve_storage(run_uri)
+    path = posixpath.join(run_path, SNAPSHOT_FILE)
+    snapshot = _read_text(fs, path)
+    if snapshot is None:
+        return set()
+    names = select_snapshot_names(snapshot)
+    present = set(_list_dirs(fs, run_path))
+    missing = names - present
+    if missing:
+        _write_text_atomically(fs, path, build_pruned_snapshot(snapshot, names & present))
+    return missing

@@ -279,9 +279,9 @@ class StorageConfig(StrictModel):
 
 class RetentionConfig(StrictModel):
     """Which checkpoints a sweep keeps in storage (per trial: training.save_total_limit with
-    HF semantics, the best always kept). Applied to finished trials when the sweep ends, and
-    by ``ftplat checkpoints gc``. Never deleted: the winner's best checkpoint, and the latest
-    checkpoint of a running trial."""
+    HF semantics, the best always kept). Applied after every evaluation while the sweep runs,
+    when it ends, and by ``ftplat checkpoints gc``. Never deleted: the winner's best
+    checkpoint, and the latest checkpoint of a running trial."""
 
     keep_top_k_trials: int | None = Field(default=None, ge=0)
     """Trials (by scope score) that keep their save_total_limit checkpoints; the others keep
@@ -290,6 +290,9 @@ class RetentionConfig(StrictModel):
     """Trials outside the top K keep their best checkpoint."""
     keep_trial_latest: bool = True
     """Trials outside the top K keep their latest checkpoint (to resume them)."""
+    apply_during_sweep: bool = True
+    """Delete what the policy does not keep after every evaluation, so storage stays bounded
+    while the sweep runs (running trials included: their best plus the newest)."""
     apply_at_end: bool = True
     """Delete what the policy does not keep when the sweep ends (false: only report it)."""
 

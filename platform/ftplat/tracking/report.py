@@ -10,7 +10,7 @@ import tempfile
 from typing import Any
 
 from ftplat.checkpoints.export import run_copy_model_files
-from ftplat.tracking.runs import build_client, find_trial_run_id
+from ftplat.tracking.runs import build_client, find_trial_run_id, redact_config
 from ftplat.tune.scope import SCOPES
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def run_finish_sweep(tracking: dict[str, str], summary: dict[str, Any], *,
             client.set_terminated(run_id, status)
 
     parent = tracking["parent_run_id"]
-    client.log_dict(parent, summary, "summary.json")
+    client.log_dict(parent, redact_config(summary), "summary.json")
     winner = summary["winner"]
     if winner:
         client.log_batch(parent, metrics=[Metric(f"winner.{summary['objective']['metric']}.{summary['scope']}",

@@ -58,6 +58,23 @@ def redact(key: str, value: Any) -> Any:
     return value
 
 
+def redact_text(text: str) -> str:
+    """Mask credentials inside any URI in ``text`` (log lines, error messages)."""
+    return _URI_USERINFO.sub("***@", text)
+
+
+def redact_config(value: Any, key: str = "") -> Any:
+    """``redact`` applied through nested dicts and lists (configs, summaries), keyed by the
+    innermost key, so ``{"hf": {"hub_token": ...}}`` is masked like ``hf.hub_token``."""
+    if key and _SECRET_KEY.search(key):
+        return "***"
+    if isinstance(value, dict):
+        return {k: redact_config(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_config(v, key) for v in value]
+    return redact(key, value)
+
+
 def build_client(tracking_uri: str):
     from mlflow import MlflowClient
 
@@ -76,7 +93,8 @@ def check_tracking_reachable(cfg: TrackingConfig) -> str:
     except Exception as exc:  # MLflow raises many types for an unusable store
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(
-            f"tracking.tracking_uri {uri!r} is not usable ({first[:200]}); start the server, fix the "
+            f"tracking.tracking_uri {redact_text(uri)!r} is not usable ({redact_text(first[:200])}); "
+            "start the server, fix the "
             "URI, or set tracking.enabled=false"
         ) from None
     return uri
@@ -124,10 +142,11 @@ def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, p
     run = client.create_run(experiment_id, run_name=sweep_name,
                             tags=build_run_tags(sweep_name, dashboard_url=dashboard_url))
     log_params(client, run.info.run_id, params)
-    client.log_dict(run.info.run_id, config_json, "sweep_config.json")
+    client.log_dict(run.info.run_id, redact_config(config_json), "sweep_config.json")
     ids = {"tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": run.info.run_id}
     write_json(ids_uri, ids)
-    logger.info("MLflow parent run %s in experiment %r at %s", run.info.run_id, cfg.experiment_name, uri)
+    logger.info("MLflow parent run %s in experiment %r at %s", run.info.run_id, cfg.experiment_name,
+                redact_text(uri))
     return ids
 
 

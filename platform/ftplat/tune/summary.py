@@ -14,6 +14,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.checkpoints.gc import SUMMARY_FILE  # noqa: F401  (re-exported: the sweep writes it)
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json
+from ftplat.tracking.runs import redact_text
 from ftplat.train.reporting import CHECKPOINT_NAME_KEY
 from ftplat.tune.scope import SCOPES, compute_scope_stats, scope_score, select_best
 from ftplat.tune.trial import TRIAL_RESULT_FILE, build_train_run_name
@@ -214,7 +215,7 @@ def format_winner_line(summary: dict[str, Any]) -> str:
     if w is None:
         return f"Winner (scope={summary['scope']}): none (no trial reported {metric})"
     params = ", ".join(f"{k}={_fmt(v)}" for k, v in w["hyperparameters"].items())
-    ckpt = w["best_checkpoint"]["path"] if w["best_checkpoint"] else "none"
+    ckpt = redact_text(w["best_checkpoint"]["path"]) if w["best_checkpoint"] else "none"
     return (
         f"Winner (scope={summary['scope']}): trial {w['trial_id']} {metric}={_fmt(w['score'])} "
         f"[{params}] best checkpoint: {ckpt}"

@@ -21,8 +21,9 @@ from ftplat.runtime import run_ray_init
 from ftplat.storage import check_writable, join_uri, path_exists, read_json, write_json
 from ftplat.train.reporting import OBJECTIVE_KEY
 from ftplat.tracking.report import build_parent_params, run_finish_sweep
-from ftplat.tracking.runs import build_client, check_tracking_reachable, run_start_parent
+from ftplat.tracking.runs import build_client, check_tracking_reachable, redact_text, run_start_parent
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
+from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.summary import SUMMARY_FILE, build_summary, format_summary_table
 from ftplat.tune.trial import train_driver_fn
 from ftplat.versions import collect_versions
@@ -137,8 +138,21 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             num_samples=space.num_samples,
             max_concurrent_trials=job.resources.max_concurrent_trials,
         ),
-        run_config=tune.RunConfig(name=sweep_name, storage_path=job.storage.storage_path, verbose=1),
+        run_config=tune.RunConfig(name=sweep_name, storage_path=job.storage.storage_path, verbose=1,
+                                  callbacks=build_sweep_callbacks(job, space, sweep_path)),
     )
+
+
+def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> list[tune.Callback]:
+    if not job.retention.apply_during_sweep:
+        return []
+    return [LiveRetentionCallback(
+        sweep_path=sweep_path,
+        policy=build_retention_policy(job),
+        objective={"metric": space.objective.metric, "mode": space.objective.mode, "scope": space.scope},
+        metric_for_best_model=job.training.metric_for_best_model,
+        greater_is_better=job.training.resolved_greater_is_better,
+    )]
 
 
 def build_retention_policy(job: JobConfig) -> RetentionPolicy:
@@ -190,7 +204,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
                             data_ref=data_ref, tracking=tracking, resume=resume,
                             deepspeed_configs=deepspeed_configs)
-        logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, sweep_path)
+        logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         try:
             grid = tuner.fit()
         except BaseException:
@@ -219,5 +233,5 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
             ray.shutdown()
     write_json(join_uri(sweep_path, SUMMARY_FILE), summary)
     print(format_summary_table(summary), flush=True)
-    print(f"Summary: {join_uri(sweep_path, SUMMARY_FILE)}", flush=True)
+    print(f"Summary: {redact_text(join_uri(sweep_path, SUMMARY_FILE))}", flush=True)
     return summary

@@ -11,6 +11,7 @@ import ray.tune
 from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
+from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.storage import join_uri, write_json
@@ -88,6 +89,10 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
         train_loop_config=loop_config,
         callbacks=[TuneReportCallback()],
     )
+    repaired = run_repair_snapshot(join_uri(sweep_path, run_name))
+    if repaired:
+        logger.info("Trial %s: dropped %d checkpoint(s) deleted by retention from the run snapshot before "
+                    "restoring: %s", trial_id, len(repaired), ", ".join(sorted(repaired)))
     result = trainer.fit()
     if tracking:
         # The run ends with the trial; the sweep driver adds the scope scores at the end and
