@@ -129,7 +129,7 @@ def test_zero3_winner_exports_and_reproduces_its_accuracy_without_deepspeed(zero
 def test_zero3_shards_alone_consolidate_to_the_gathered_weights(zero3_sweep, tmp_path):
     """A user's ZeRO-3 JSON without stage3_gather_16bit_weights_on_model_save leaves only the
     shards; export merges them (zero_to_fp32) into the same weights the preset gathered."""
-    from safetensors.torch import load_file
+    from transformers import AutoModelForSequenceClassification
 
     from ftplat.checkpoints.export import run_copy_model_files
 
@@ -138,9 +138,12 @@ def test_zero3_shards_alone_consolidate_to_the_gathered_weights(zero3_sweep, tmp
     shards_only = tmp_path / "ckpt"
     shutil.copytree(best, shards_only)
     (shards_only / "model.safetensors").unlink()
-    copied = run_copy_model_files(str(shards_only), str(tmp_path / "out"))
-    assert "model.safetensors" in copied
-    gathered, merged = load_file(best / "model.safetensors"), load_file(tmp_path / "out" / "model.safetensors")
+    assert "model.safetensors" in run_copy_model_files(str(shards_only), str(tmp_path / "merged"))
+    run_copy_model_files(str(best), str(tmp_path / "gathered"))
+    # HF's ZeRO-3 save and zero_to_fp32 name some tensors differently (LayerNorm gamma/beta
+    # vs weight/bias); from_pretrained reads both, and the loaded models must be the same.
+    merged = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").state_dict()
+    gathered = AutoModelForSequenceClassification.from_pretrained(tmp_path / "gathered").state_dict()
     assert set(merged) == set(gathered)
     for name, tensor in gathered.items():
         assert torch.equal(merged[name], tensor), name
@@ -156,3 +159,16 @@ def test_zero3_offload_with_bf16_on_a_gpu(ray_cluster, tiny_model_dir, sentiment
     assert summary["status_counts"] == {"TERMINATED": 1}
     ds = summary["trials"][0]["train_result"]["deepspeed"]
     assert ds["zero_stage"] == 3 and ds["optimizer"] == "DeepSpeedCPUAdam"
+
+
+def test_one_worker_keeps_the_distributed_setup_deepspeed_needs(ray_cluster, tiny_model_dir, sentiment_data_dir,
+                                                                 tmp_path):
+    job, space = load_sweep_configs(None, None, build_deepspeed_overrides(
+        tiny_model_dir, sentiment_data_dir, tmp_path, "one", "zero2", "resources.num_workers=1",
+        "training.num_train_epochs=1.0", "search.num_samples=1"))
+    summary = run_sweep(job, space)
+    assert summary["status_counts"] == {"TERMINATED": 1}
+    result = summary["trials"][0]["train_result"]
+    assert result["world_size"] == 1 and result["deepspeed"]["world_size"] == 1
+    assert result["deepspeed"]["zero_stage"] == 2
+    assert result["deepspeed"]["optimizer_lr"] == summary["trials"][0]["hyperparameters"]["training.learning_rate"]

@@ -20,7 +20,7 @@ from ftplat.train.arguments import build_training_arguments
 from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
 from ftplat.tracking.callback import MlflowTrialCallback
 from ftplat.train.reporting import RayScopeReportCallback
-from ftplat.zero.runtime import build_deepspeed_record, prepare_deepspeed_environment
+from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
 
     deepspeed = config.get("deepspeed")
     if deepspeed is not None:
-        prepare_deepspeed_environment(use_gpu=job.resources.use_gpu)
+        run_prepare_deepspeed(use_gpu=job.resources.use_gpu)
     elif ctx.get_world_size() == 1:
         # Ray sets LOCAL_RANK even for one worker, which makes accelerate wrap the model in
         # DDP and all-reduce every gradient with itself (about 10% of a CPU step here).

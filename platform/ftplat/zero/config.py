@@ -95,10 +95,6 @@ def get_dotted(config: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def build_zero_stage(config: dict[str, Any]) -> int:
-    return int(get_dotted(config, "zero_optimization.stage") or 0)
-
-
 def _job_value(job, dotted: str) -> Any:
     section, name = dotted.split(".")
     return getattr(getattr(job, section), name)
@@ -134,7 +130,9 @@ def build_conflicts(config: dict[str, Any], job, searched: set[str] = frozenset(
                             f'set {key} to "auto" so each trial\'s value reaches DeepSpeed')
             continue
         if key == "scheduler.params.warmup_num_steps":
-            if t.warmup_steps < 1 or int(t.warmup_steps) != value:
+            # HF fills max(1, warmup steps); a fraction above 0 depends on the data size.
+            steps = int(t.warmup_steps) if t.warmup_steps >= 1 else (1 if t.warmup_steps == 0 else None)
+            if steps != value:
                 problems.append(f"{key}={value!r} must be \"auto\" or equal {field} as a whole step count "
                                 f"(got {field}={t.warmup_steps:g}); \"auto\" converts a warmup fraction to steps")
         elif key == "scheduler.params.total_num_steps":

@@ -6,15 +6,24 @@ import os
 from typing import Any
 
 
-def prepare_deepspeed_environment(*, use_gpu: bool) -> None:
-    """Pin DeepSpeed's accelerator before it is first imported.
+def run_prepare_deepspeed(*, use_gpu: bool) -> None:
+    """Pin DeepSpeed's accelerator, then attach DeepSpeed's comm layer to Ray's process group.
 
     DeepSpeed picks CUDA whenever it can see a GPU, so a CPU trial on a GPU node would
-    otherwise put its engine on a device the Trainer does not use. Its CPU accelerator talks
-    over the gloo process group Ray Train already created (oneCCL is not needed).
+    otherwise put its engine on a device the Trainer does not use; the accelerator is chosen
+    when DeepSpeed is first imported, hence before the import. On CPU it talks over the gloo
+    group Ray Train already created (oneCCL is not needed).
+
+    ZeRO-3's ``zero.Init`` (run by ``from_pretrained``) parses the config before it sets up
+    DeepSpeed's comm layer itself, and until then sees a world of one: the "auto"
+    train_batch_size (per-worker batch x workers) then fails DeepSpeed's batch check. The
+    Trainer would attach it only after the model is loaded, so it is attached here.
     """
     if not use_gpu:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    import deepspeed
+
+    deepspeed.init_distributed()
 
 
 def build_deepspeed_record(trainer) -> dict[str, Any]:
