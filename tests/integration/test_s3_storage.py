@@ -31,6 +31,9 @@ pytestmark = pytest.mark.integration
 
 BUCKET, PREFIX, NAME = "ftplat-test", "results", "tiny-s3"
 CHECKPOINT_KEY = re.compile(rf"^{PREFIX}/{NAME}/(train-[^/]+)/(checkpoint-\d+)/(.*)$")
+# pyarrow (and boto3) read these; AWS_EC2_METADATA_DISABLED: no credential look-up beyond them
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_EC2_METADATA_DISABLED": "true"}
 
 
 def _free_port() -> int:
@@ -51,10 +54,7 @@ def s3_endpoint(tmp_path_factory):
                               stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     with pytest.MonkeyPatch.context() as env:
-        for key, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                           # no credential look-ups beyond the environment (no instance metadata)
-                           "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        for key, value in {"AWS_ENDPOINT_URL": endpoint, **AWS_ENV}.items():
             env.setenv(key, value)
         try:
             deadline = time.monotonic() + 30
@@ -93,8 +93,11 @@ def s3_sweep(s3_endpoint, tiny_model_dir, sentiment_data_dir):
         summary = run_sweep(job, space)
         print(f"S3 sweep: {time.perf_counter() - started:.0f} s")
     finally:
-        if restart:
-            run_init_test_cluster()
+        if restart:  # without the S3 settings: later tests' workers must not inherit them
+            with pytest.MonkeyPatch.context() as env:
+                for key in ["AWS_ENDPOINT_URL", *AWS_ENV]:
+                    env.delenv(key, raising=False)
+                run_init_test_cluster()
     keys = [obj["Key"] for page in s3_endpoint.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
             for obj in page.get("Contents", [])]
     return job, summary, f"s3://{BUCKET}/{PREFIX}/{NAME}", keys
