@@ -280,3 +280,22 @@ def test_live_record_restores_history_a_resume_hid():
     assert rec["scores"]["avg"] == pytest.approx(0.7)
     fresh = build_live_trial_record("t2", "TERMINATED", [], None, objective_metric=METRIC, mode="max", scope="last")
     assert fresh["history"] == [] and fresh["scores"]["last"] is None
+
+
+def test_gc_prunes_checkpoints_deleted_while_the_trial_ran_once_it_has_finished(sweep):
+    """The sweep deletes rotated-out checkpoints of running trials, whose controllers keep
+    naming them in the snapshot they write until the end; once such a trial has finished, gc
+    drops them from its snapshot, or ``Result.from_path`` (and a restore) would refuse the run."""
+    policy = RetentionPolicy(2)
+    run_gc_plan(build_gc_plan(str(sweep), policy, greater_is_better=True, delete_running=True), dry_run=False)
+    assert listing(sweep)["train-c"] == {"checkpoint-20", "checkpoint-30", "checkpoint-40"}
+    summary = json.loads((sweep / "summary.json").read_text())
+    summary["trials"][2]["status"] = "TERMINATED"
+    plan = build_gc_plan(str(sweep), policy, greater_is_better=True, summary=summary)
+    # checkpoint-40, never reported, goes as an orphan the snapshot does not name; checkpoint-10,
+    # gone already, is what the snapshot still names
+    assert [a.path.rsplit("/", 1)[1] for a in plan if "/train-c/" in a.path and a.action == DELETE] == ["checkpoint-40"]
+    assert actions(plan)["train-c/" + SNAPSHOT_FILE] == PRUNE_SNAPSHOT
+    run_gc_plan(plan, dry_run=False)
+    result = load_with_ray(sweep / "train-c")
+    assert {Path(c.path).name for c, _ in result.best_checkpoints} == {"checkpoint-20", "checkpoint-30"}

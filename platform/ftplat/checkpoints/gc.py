@@ -153,6 +153,9 @@ def select_gc_plan(
                          *_select_folder_action(trial, name, kept, deleted, delete_running))
                 for name in sorted(folders[run], key=_folder_order)]
         dropped = {posixpath.basename(r.path) for r in rows if r.action == DELETE} & tracked.get(run, set())
+        # Folders deleted while the trial ran: its controller kept naming them in the snapshot
+        # it wrote last, which Ray refuses to load until they are dropped.
+        dropped |= tracked.get(run, set()) - set(folders[run])
         # A running trial's controller rewrites its snapshot from memory: pruning it now is
         # undone at the next report; run_repair_snapshot does it before a restore instead.
         if dropped and not trial.running:
@@ -276,7 +279,9 @@ def run_gc_plan(plan: Sequence[GcAction], dry_run: bool) -> list[GcAction]:
         # Read again, not from the plan: this is the snapshot the rewrite replaces.
         with fs.open_input_stream(path) as src:
             snapshot = src.read().decode("utf-8")
-        kept = select_snapshot_names(snapshot) - deleted_names.get(posixpath.dirname(a.path), set())
+        run_path = posixpath.dirname(path)
+        kept = ((select_snapshot_names(snapshot) & set(_list_dirs(fs, run_path)))
+                - deleted_names.get(posixpath.dirname(a.path), set()))
         _write_text_atomically(fs, path, build_pruned_snapshot(snapshot, kept))
     return applied
 
