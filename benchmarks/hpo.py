@@ -88,6 +88,12 @@ def build_overrides(a: argparse.Namespace, method: str, seed: int, storage: str,
         "training.per_device_train_batch_size=16", "training.per_device_eval_batch_size=64",
         "training.save_total_limit=1",
         f"resources.cpus_per_worker={a.threads}", "resources.max_concurrent_trials=1",
+        # Logical CPUs for every trial's worker bundle: when ASHA stops a trial, Train V2's
+        # PlacementGroupCleaner must remove that trial's worker placement group, and on a
+        # host running several Ray clusters it fails ("Found multiple active Ray instances")
+        # and the group leaks; with room for the leaks the next trials still start (only one
+        # trial runs at a time, so the real cores are not oversubscribed).
+        f"resources.local_num_cpus={a.threads * (a.trials + 1) + 1}",
         f"storage.storage_path={storage}", f"storage.sweep_name={method}-seed{seed}",
         f"search.parameters={{{params}}}", f"search.num_samples={a.trials}", f"search.seed={seed}",
     ]
