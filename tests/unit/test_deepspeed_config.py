@@ -85,6 +85,14 @@ def test_equal_explicit_values_and_gpu_only_settings_on_gpu_workers_pass(tmp_pat
     assert build_deepspeed_config(job)["optimizer"]["params"]["lr"] == 2e-5
 
 
+@pytest.mark.parametrize("warmup_steps, explicit, ok", [(0.0, 1, True), (0.0, 2, False), (10.0, 10, True),
+                                                         (10.0, 12, False), (0.1, 5, False)])
+def test_explicit_warmup_steps_must_be_what_hf_would_fill(warmup_steps, explicit, ok):
+    # HF fills max(1, warmup steps); a fraction's step count depends on the data size.
+    payload = {"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": explicit}}}
+    assert (build_conflicts(payload, build_job(warmup_steps=warmup_steps)) == []) is ok
+
+
 def test_a_searched_value_must_be_auto(tmp_path):
     job = build_job(deepspeed=write_json(tmp_path, {"optimizer": {"type": "AdamW", "params": {"lr": 2e-5}}}))
     assert build_deepspeed_config(job)  # the fixed value equals the job's
