@@ -290,9 +290,13 @@ def write_plot(pieces: list[dict], agg: dict, path: str) -> None:
         ax.axhline(g["random_best_mean"], color=colors[g["random_reference"]], linestyle=":", linewidth=1)
         ax.axvline(g["half_budget"], color="grey", linestyle="--", linewidth=1,
                    label="half of random search's trial-epochs")
+    ax.axhline(0.5, color="black", linewidth=0.8, alpha=0.5, label="chance (balanced classes)")
+    ax.set_ylim(bottom=min(0.45, ax.get_ylim()[0]))
     ax.set_xlabel("trial-epochs spent (one evaluation each)")
     ax.set_ylabel("best validation accuracy so far")
-    ax.set_title("HPO efficiency: MiniLM on an IMDB subset, 2 CPU cores")
+    c = pieces[0]["config"]
+    ax.set_title(f"HPO efficiency: MiniLM, {c['train_size']} train / {c['eval_size']} validation IMDB reviews, "
+                 f"len {c['max_length']},\n{c['trials']} trials x up to {c['epochs']} epochs, 2 CPU cores", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
