@@ -1,14 +1,22 @@
 """DeepSpeed ZeRO inside Ray Train workers: 2-trial sweeps with 2 workers per trial under the
 zero2 and zero3 presets on a real local Ray cluster (CPU, gloo), the sampled values reaching
-DeepSpeed's optimizer and scheduler, the per-rank shards in Ray storage, and the ZeRO-3
-winner exported and reloaded without DeepSpeed."""
+DeepSpeed's optimizer and scheduler, the per-rank shards in Ray storage, the ZeRO-3
+winner exported and reloaded without DeepSpeed, one worker alone, and a killed ZeRO-3 worker
+resumed from its sharded checkpoint."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -17,6 +25,7 @@ from ftplat.tune.sweep import run_sweep
 
 pytestmark = pytest.mark.integration
 
+REPO = Path(__file__).resolve().parents[2]
 STEPS = 8  # 128 rows / (16 per worker x 2 workers) x 2 epochs
 
 
@@ -172,3 +181,47 @@ def test_one_worker_keeps_the_distributed_setup_deepspeed_needs(ray_cluster, tin
     assert result["world_size"] == 1 and result["deepspeed"]["world_size"] == 1
     assert result["deepspeed"]["zero_stage"] == 2
     assert result["deepspeed"]["optimizer_lr"] == summary["trials"][0]["hyperparameters"]["training.learning_rate"]
+
+
+def test_killed_zero3_worker_resumes_from_the_sharded_checkpoint(tiny_model_dir, sentiment_data_dir, tmp_path):
+    """SIGKILL one of a trial's two ZeRO-3 workers after its first evaluation was reported: Ray
+    Train restarts the group and every rank loads its shards from the checkpoint in storage."""
+    storage = tmp_path / "storage"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    cmd = [sys.executable, "jobs/imdb_sweep.py", "--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir),
+           "--storage", str(storage), "--name", "fault", "--search-space", "search_spaces/smoke.yaml",
+           "search.num_samples=1", "data.max_length=48", "data.train_size=512", "data.eval_size=64",
+           "training.num_train_epochs=2.0", "training.deepspeed=zero3", "tracking.enabled=false",
+           "resources.num_workers=2", "resources.cpus_per_worker=1.0", "resources.max_failures=1",
+           "resources.local_num_cpus=3"]
+    log = open(tmp_path / "sweep.log", "w")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, progress = time.time() + 600, None
+        while time.time() < deadline and proc.poll() is None:
+            found = list((storage / "fault").glob("train_driver_fn_*/progress.csv"))
+            if found and len(found[0].read_text().strip().splitlines()) >= 2:
+                progress = found[0]
+                break
+            time.sleep(0.5)
+        assert progress is not None, (tmp_path / "sweep.log").read_text()[-3000:]
+        workers = []
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            try:  # short-lived children a worker forks (DeepSpeed probes the CPU) carry its name too
+                if p.name() == "ray::RayTrainWorker" and p.parent().name() != "ray::RayTrainWorker":
+                    workers.append(p)
+            except psutil.NoSuchProcess:
+                continue
+        assert len(workers) == 2, workers
+        os.kill(workers[1].pid, signal.SIGKILL)
+        assert proc.wait(timeout=900) == 0, (tmp_path / "sweep.log").read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    (trial,) = json.loads((storage / "fault" / "summary.json").read_text())["trials"]
+    assert trial["status"] == "TERMINATED"
+    assert [r["epoch"] for r in trial["history"]] == [1.0, 2.0], "no duplicated or missing epochs"
+    assert trial["train_result"]["global_step"] == 2 * 512 // 32
+    assert trial["train_result"]["deepspeed"]["zero_stage"] == 3
+    assert "[FailurePolicy] RETRY" in (tmp_path / "sweep.log").read_text()
