@@ -128,7 +128,8 @@ def write_plot(agg: dict, path: str) -> None:
     ax2.set_ylabel("seconds")
     ax2.set_title("one trial")
     ax2.legend(fontsize=8)
-    fig.suptitle(f"One trial, 1 vs 2 workers, global batch {agg.get(\"global_batch\", 16)}, 2 CPU cores (shared, loaded: see the JSON load averages)", fontsize=9)
+    fig.suptitle("One trial, 1 vs 2 workers, same global batch, 2 CPU cores (shared and loaded: see the JSON load averages)",
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
