@@ -183,6 +183,9 @@ def test_one_worker_keeps_the_distributed_setup_deepspeed_needs(ray_cluster, tin
     assert result["deepspeed"]["optimizer_lr"] == summary["trials"][0]["hyperparameters"]["training.learning_rate"]
 
 
+STEPS_PER_EPOCH = 1024 // 32  # 16 per worker x 2 workers
+
+
 def test_killed_zero3_worker_resumes_from_the_sharded_checkpoint(tiny_model_dir, sentiment_data_dir, tmp_path):
     """SIGKILL one of a trial's two ZeRO-3 workers after its first evaluation was reported: Ray
     Train restarts the group and every rank loads its shards from the checkpoint in storage."""
@@ -190,21 +193,21 @@ def test_killed_zero3_worker_resumes_from_the_sharded_checkpoint(tiny_model_dir,
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     cmd = [sys.executable, "jobs/imdb_sweep.py", "--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir),
            "--storage", str(storage), "--name", "fault", "--search-space", "search_spaces/smoke.yaml",
-           "search.num_samples=1", "data.max_length=48", "data.train_size=512", "data.eval_size=64",
+           "search.num_samples=1", "data.max_length=48", "data.train_size=1024", "data.eval_size=64",
            "training.num_train_epochs=2.0", "training.deepspeed=zero3", "tracking.enabled=false",
            "resources.num_workers=2", "resources.cpus_per_worker=1.0", "resources.max_failures=1",
            "resources.local_num_cpus=3"]
     log = open(tmp_path / "sweep.log", "w")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline, progress = time.time() + 600, None
-        while time.time() < deadline and proc.poll() is None:
-            found = list((storage / "fault").glob("train_driver_fn_*/progress.csv"))
-            if found and len(found[0].read_text().strip().splitlines()) >= 2:
-                progress = found[0]
-                break
-            time.sleep(0.5)
-        assert progress is not None, (tmp_path / "sweep.log").read_text()[-3000:]
+        # The deterministic point: the Train controller has registered the first epoch's
+        # checkpoint (its snapshot names it), and the second epoch is under way.
+        deadline, registered = time.time() + 600, False
+        while time.time() < deadline and proc.poll() is None and not registered:
+            snapshots = list((storage / "fault").glob("train-*/checkpoint_manager_snapshot.json"))
+            registered = bool(snapshots) and f'"checkpoint-{STEPS_PER_EPOCH}"' in snapshots[0].read_text()
+            time.sleep(0.2)
+        assert registered, (tmp_path / "sweep.log").read_text()[-3000:]
         workers = []
         for p in psutil.Process(proc.pid).children(recursive=True):
             try:  # short-lived children a worker forks (DeepSpeed probes the CPU) carry its name too
@@ -222,6 +225,6 @@ def test_killed_zero3_worker_resumes_from_the_sharded_checkpoint(tiny_model_dir,
     (trial,) = json.loads((storage / "fault" / "summary.json").read_text())["trials"]
     assert trial["status"] == "TERMINATED"
     assert [r["epoch"] for r in trial["history"]] == [1.0, 2.0], "no duplicated or missing epochs"
-    assert trial["train_result"]["global_step"] == 2 * 512 // 32
+    assert trial["train_result"]["global_step"] == 2 * STEPS_PER_EPOCH
     assert trial["train_result"]["deepspeed"]["zero_stage"] == 3
     assert "[FailurePolicy] RETRY" in (tmp_path / "sweep.log").read_text()
