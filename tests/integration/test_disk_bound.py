@@ -1,4 +1,5 @@
-"""Disk bound: a 12-trial tiny sweep under a retention policy, storage sampled while it runs.
+"""Disk bound: a 12-trial tiny sweep under a retention policy, storage sampled while it runs
+(and two of its trials, given the same values, must train the same model).
 
 Policy: save_total_limit 1, keep the top-1 trial, other trials keep only their best. Without
 deleting as the sweep goes, storage would grow to 12 x 3 checkpoints before the end-of-sweep
@@ -57,6 +58,8 @@ def test_storage_stays_within_the_policy_bound(ray_cluster, tiny_model_dir, sent
         f"resources.max_concurrent_trials={CONCURRENT}", "tracking.enabled=false",
         f"search.num_samples={NUM_TRIALS}", "search.seed=3",
         "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 3.0e-2}",
+        # The same values twice: trials must be reproducible (model init seeded too).
+        "search.points_to_evaluate=[{training.learning_rate: 2.0e-3}, {training.learning_rate: 2.0e-3}]",
     ])
     sampler = StorageSampler(storage / "bounded")
     sampler.start()
@@ -73,6 +76,11 @@ def test_storage_stays_within_the_policy_bound(ray_cluster, tiny_model_dir, sent
     assert not over, f"storage above the policy bound at {len(over)} samples, e.g. {over[:5]}"
     # (Without deletions during the sweep the last samples would hold 12 x 3 = 36 checkpoints
     # against a bound of 12 + 1 + 6.)
+
+    first, second = summary["trials"][:2]
+    assert first["hyperparameters"] == second["hyperparameters"] == {"training.learning_rate": 2.0e-3}
+    for a, b in zip(first["history"], second["history"], strict=True):
+        assert a["eval_accuracy"] == b["eval_accuracy"] and a["eval_loss"] == pytest.approx(b["eval_loss"], rel=1e-5)
 
     total, runs, _ = count_checkpoints(storage / "bounded")
     winner = next(t for t in summary["trials"] if t["trial_id"] == summary["winner"]["trial_id"])

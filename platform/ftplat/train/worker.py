@@ -12,7 +12,7 @@ import ray
 import ray.train
 import torch
 from ray.train.huggingface.transformers import prepare_trainer
-from transformers import DataCollatorWithPadding, Trainer
+from transformers import DataCollatorWithPadding, Trainer, set_seed
 
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
@@ -61,6 +61,9 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     args = build_training_arguments(job, output_dir=output_dir, report_to=config.get("report_to"),
                                     deepspeed=deepspeed)
     tokenizer = build_tokenizer(job.model)
+    # Trainer seeds only in its __init__, after the model exists: without this the new
+    # classifier head differs between two trials with the same values (and between reruns).
+    set_seed(job.training.seed)
     model = build_model(job.model)
     trainer = Trainer(
         model=model,
