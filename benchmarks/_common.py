@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import glob
+import json
 import os
 import platform
 import shlex
@@ -78,3 +80,14 @@ def write_validation_split(source: str, dest: str, validation_rows: int, seed: i
         os.symlink(os.path.abspath(os.path.join(source, "test.parquet")), test)
     open(marker, "w").close()
     return dest
+
+
+def read_pieces(results: str, pattern: str, hint: str) -> list[dict]:
+    """Every piece record matching ``pattern`` in ``results``; exits naming ``hint`` when none."""
+    pieces = []
+    for path in sorted(glob.glob(os.path.join(results, pattern))):
+        with open(path) as f:
+            pieces.append(json.load(f))
+    if not pieces:
+        raise SystemExit(f"no pieces in {results}; {hint}")
+    return pieces

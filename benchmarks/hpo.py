@@ -34,7 +34,6 @@ took 4.5-9 minutes per ftplat piece there:
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import os
@@ -44,7 +43,9 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import DEFAULT_DATA, DEFAULT_MODEL, RESULTS, build_machine_record, write_validation_split  # noqa: E402
+from _common import (  # noqa: E402
+    DEFAULT_DATA, DEFAULT_MODEL, RESULTS, build_machine_record, read_pieces, write_validation_split,
+)
 
 METHODS = ("ftplat_optuna_asha", "ftplat_random", "hf_optuna", "hf_random")
 SEEDS = (0, 1, 2)
@@ -308,12 +309,7 @@ def write_plot(pieces: list[dict], agg: dict, path: str) -> None:
 
 
 def run_aggregate(results: str) -> dict:
-    pieces = []
-    for path in sorted(glob.glob(os.path.join(results, "*-seed*.json"))):
-        with open(path) as f:
-            pieces.append(json.load(f))
-    if not pieces:
-        raise SystemExit(f"no pieces in {results}; run --method ... --seed ... first")
+    pieces = read_pieces(results, "*-seed*.json", "run --method ... --seed ... first")
     agg = aggregate(pieces)
     with open(os.path.join(results, "summary.json"), "w") as f:
         json.dump(agg, f, indent=2)

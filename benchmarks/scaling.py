@@ -19,7 +19,6 @@ On a GPU machine (not measured here: no GPU was available), one GPU per worker:
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
@@ -27,7 +26,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import DEFAULT_DATA, DEFAULT_MODEL, RESULTS, build_machine_record, write_validation_split  # noqa: E402
+from _common import (  # noqa: E402
+    DEFAULT_DATA, DEFAULT_MODEL, RESULTS, build_machine_record, read_pieces, write_validation_split,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,12 +137,7 @@ def write_plot(agg: dict, path: str) -> None:
 
 
 def run_aggregate(results: str) -> dict:
-    pieces = []
-    for path in sorted(glob.glob(os.path.join(results, "workers*.json"))):
-        with open(path) as f:
-            pieces.append(json.load(f))
-    if not pieces:
-        raise SystemExit(f"no pieces in {results}; run --workers 1 / --workers 2 first")
+    pieces = read_pieces(results, "workers*.json", "run --workers 1 / --workers 2 first")
     agg = aggregate(pieces)
     with open(os.path.join(results, "summary.json"), "w") as f:
         json.dump(agg, f, indent=2)
