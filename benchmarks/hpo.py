@@ -13,8 +13,10 @@ TrainingArguments (ftplat's one builder):
                       random search without Ray's per-trial process starts (a cheaper stand-in
                       for ftplat_random on a loaded machine; the same trial-epoch accounting)
 
-Note: Optuna's TPE samples at random for its first 10 trials (n_startup_trials), so with 6
-trials both Optuna methods propose random points; what differs is how trials are stopped.
+ftplat's TPE draws at random for its first max(2, trials // 4) trials (``search.startup_trials``)
+and models the finished ones after that; ``hf_optuna`` keeps Optuna's default of 10 random
+startup trials, which is what a user of ``hyperparameter_search`` gets (with 6 trials it is
+random search plus the MedianPruner).
 
 One evaluation per epoch, so a trial-epoch is one evaluation: for ftplat they are counted from
 summary.json (each trial's evaluations), for HF by a callback. Every method selects on a

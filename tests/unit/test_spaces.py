@@ -112,3 +112,35 @@ def test_random_search_draws_seeded_independent_trials():
         assert config["training.gradient_accumulation_steps"] in (1, 2, 3, 4)
     with pytest.raises(ValueError, match="algorithm"):
         SearchSpaceConfig.model_validate({**SPACE, "algorithm": "grid"})
+
+
+def test_tpe_start_fits_the_trial_budget():
+    assert SearchSpaceConfig.model_validate({**SPACE, "num_samples": 8}).build_startup_trials() == 2
+    assert SearchSpaceConfig.model_validate({**SPACE, "num_samples": 20}).build_startup_trials() == 5
+    assert SearchSpaceConfig.model_validate({**SPACE, "num_samples": 200}).build_startup_trials() == 10
+    assert SearchSpaceConfig.model_validate({**SPACE, "num_samples": 3}).build_startup_trials() == 2
+    assert SearchSpaceConfig.model_validate({**SPACE, "startup_trials": 7}).build_startup_trials() == 7
+    with pytest.raises(ValueError, match="startup_trials applies to algorithm: optuna"):
+        SearchSpaceConfig.model_validate({**SPACE, "algorithm": "random", "startup_trials": 3})
+
+
+def _optuna_proposals(n: int, **extra) -> list[dict]:
+    """n sequential proposals, each trial scoring higher the closer its lr is to 1e-4."""
+    space = SearchSpaceConfig.model_validate({**SPACE, "num_samples": n, "seed": 3, **extra})
+    alg = build_search_alg(space)
+    alg.set_search_properties("eval_accuracy", "max", build_param_space(space))
+    out = []
+    for i in range(n):
+        config = alg.suggest(f"t{i}")
+        out.append(config)
+        alg.on_trial_complete(f"t{i}", {"eval_accuracy": -abs(math.log10(config["training.learning_rate"]) + 4)})
+    return out
+
+
+def test_optuna_models_finished_trials_after_its_start():
+    """With 8 trials TPE starts modelling after 2; Optuna's default start of 10 would make
+    the whole sweep random draws."""
+    learned = _optuna_proposals(8)
+    pure_random = _optuna_proposals(8, startup_trials=10)
+    assert learned[:2] == pure_random[:2]
+    assert learned[2:] != pure_random[2:]

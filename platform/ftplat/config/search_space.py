@@ -122,6 +122,10 @@ class SearchSpaceConfig(StrictModel):
     (independent draws from the distributions, Tune's BasicVariantGenerator; a baseline)."""
     seed: int = 0
     """Seed of the proposer (Optuna's TPE sampler or the random draws): the same seed proposes the same trials."""
+    startup_trials: int | None = Field(default=None, ge=1)
+    """With ``algorithm: optuna``: trials TPE draws at random before it models the finished
+    ones. Default: a quarter of num_samples, between 2 and 10 (Optuna's own default, 10,
+    would make every sweep of up to 10 trials a plain random search)."""
     scheduler: SchedulerConfig = FifoSchedulerConfig(type="fifo")
     """``{type: fifo}`` runs every trial to the end; ``{type: asha, ...}`` stops weak trials early."""
     points_to_evaluate: list[dict[str, Any]] = []
@@ -133,6 +137,21 @@ class SearchSpaceConfig(StrictModel):
         if not value:
             raise ValueError("is empty; name at least one parameter, e.g. training.learning_rate")
         return value
+
+    @model_validator(mode="after")
+    def _startup_needs_optuna(self):
+        if self.startup_trials is not None and self.algorithm != "optuna":
+            raise ValueError(
+                f"startup_trials applies to algorithm: optuna only (got algorithm: {self.algorithm}); "
+                "remove startup_trials or set algorithm: optuna"
+            )
+        return self
+
+    def build_startup_trials(self) -> int:
+        """TPE's random start: ``startup_trials`` or a quarter of the trials, within [2, 10]."""
+        if self.startup_trials is not None:
+            return self.startup_trials
+        return min(10, max(2, self.num_samples // 4))
 
     @model_validator(mode="after")
     def _points_cover_parameters(self):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import optuna
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search.basic_variant import BasicVariantGenerator
@@ -36,7 +37,10 @@ def build_search_alg(space: SearchSpaceConfig) -> OptunaSearch | BasicVariantGen
     if space.algorithm == "random":
         # Independent seeded draws from the param_space distributions (Tune's random search).
         return BasicVariantGenerator(points_to_evaluate=points, random_state=space.seed)
-    return OptunaSearch(seed=space.seed, points_to_evaluate=points)
+    # Optuna's TPE default starts with 10 random trials, so a sweep of up to 10 trials would
+    # never use what it learned; the config sets a start that fits the budget.
+    sampler = optuna.samplers.TPESampler(seed=space.seed, n_startup_trials=space.build_startup_trials())
+    return OptunaSearch(sampler=sampler, points_to_evaluate=points)
 
 
 def build_max_evaluations(job: JobConfig) -> int | None:
