@@ -48,7 +48,7 @@ def test_optuna_receives_the_same_distributions():
 def test_seeded_optuna_proposes_the_same_trials():
     def propose(seed):
         space = SearchSpaceConfig.model_validate({**SPACE, "seed": seed})
-        alg = build_search_alg(space)
+        alg = build_search_alg(space, max_concurrent=3)
         alg.set_search_properties("objective", "max", build_param_space(space))
         return [alg.suggest(f"t{i}") for i in range(3)]
 
@@ -61,7 +61,7 @@ def test_points_to_evaluate_come_first():
         {"parameters": {"training.learning_rate": {"type": "loguniform", "low": 1.0e-5, "high": 1.0e-3}},
          "points_to_evaluate": [{"training.learning_rate": 2.0e-5}]}
     )
-    alg = build_search_alg(space)
+    alg = build_search_alg(space, max_concurrent=1)
     alg.set_search_properties("objective", "max", build_param_space(space))
     assert alg.suggest("t0") == {"training.learning_rate": 2.0e-5}
 
@@ -94,7 +94,7 @@ def _random_draws(seed, n=3):
     from ray.tune.experiment import Experiment
 
     space = SearchSpaceConfig.model_validate({**SPACE, "algorithm": "random", "seed": seed, "num_samples": n})
-    alg = build_search_alg(space)
+    alg = build_search_alg(space, max_concurrent=n)
     alg.add_configurations([Experiment("x", lambda c: None, config=build_param_space(space), num_samples=n)])
     return [alg.next_trial().config for _ in range(n)]
 
@@ -103,7 +103,7 @@ def test_random_search_draws_seeded_independent_trials():
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     assert SearchSpaceConfig().algorithm == "optuna"
-    assert isinstance(build_search_alg(SearchSpaceConfig.model_validate({**SPACE, "algorithm": "random"})),
+    assert isinstance(build_search_alg(SearchSpaceConfig.model_validate({**SPACE, "algorithm": "random"}), 1),
                       BasicVariantGenerator)
     draws = _random_draws(0)
     assert draws == _random_draws(0) and draws != _random_draws(1)
@@ -127,7 +127,7 @@ def test_tpe_start_fits_the_trial_budget():
 def _optuna_proposals(n: int, **extra) -> list[dict]:
     """n sequential proposals, each trial scoring higher the closer its lr is to 1e-4."""
     space = SearchSpaceConfig.model_validate({**SPACE, "num_samples": n, "seed": 3, **extra})
-    alg = build_search_alg(space)
+    alg = build_search_alg(space, max_concurrent=1)
     alg.set_search_properties("eval_accuracy", "max", build_param_space(space))
     out = []
     for i in range(n):
@@ -144,3 +144,25 @@ def test_optuna_models_finished_trials_after_its_start():
     pure_random = _optuna_proposals(8, startup_trials=10)
     assert learned[:2] == pure_random[:2]
     assert learned[2:] != pure_random[2:]
+
+
+def test_both_proposers_hold_to_max_concurrent_trials():
+    """Tune ignores TuneConfig.max_concurrent_trials for a BasicVariantGenerator passed in
+    (random search then started every trial at once); the proposers carry the limit."""
+    from ray.tune.experiment import Experiment
+
+    random_space = SearchSpaceConfig.model_validate({**SPACE, "algorithm": "random", "num_samples": 3})
+    alg = build_search_alg(random_space, max_concurrent=1)
+    alg.add_configurations([Experiment("x", lambda c: None, config=build_param_space(random_space), num_samples=3)])
+    first = alg.next_trial()
+    assert first is not None and alg.next_trial() is None
+    alg.on_trial_complete(first.trial_id)
+    assert alg.next_trial() is not None
+
+    optuna_space = SearchSpaceConfig.model_validate({**SPACE, "num_samples": 3})
+    alg = build_search_alg(optuna_space, max_concurrent=2)
+    alg.set_search_properties("objective", "max", build_param_space(optuna_space))
+    assert alg.suggest("t0") is not None and alg.suggest("t1") is not None
+    assert alg.suggest("t2") is None
+    alg.on_trial_complete("t0", {"objective": 0.5})
+    assert alg.suggest("t2") is not None

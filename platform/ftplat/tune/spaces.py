@@ -8,6 +8,7 @@ from typing import Any
 import optuna
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
+from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 
@@ -31,16 +32,23 @@ def build_param_space(space: SearchSpaceConfig) -> dict[str, Any]:
     return out
 
 
-def build_search_alg(space: SearchSpaceConfig) -> OptunaSearch | BasicVariantGenerator:
+def build_search_alg(space: SearchSpaceConfig, max_concurrent: int) -> ConcurrencyLimiter | BasicVariantGenerator:
+    """The proposer, running at most ``max_concurrent`` trials at once.
+
+    The limit is applied here, not through ``TuneConfig.max_concurrent_trials``: Tune ignores
+    that setting (with only a warning) for a ``BasicVariantGenerator`` passed in, so random
+    search would start every trial at once.
+    """
     # metric and mode come from TuneConfig (the "objective" key), set once for everything.
     points = [dict(p) for p in space.points_to_evaluate] or None
     if space.algorithm == "random":
         # Independent seeded draws from the param_space distributions (Tune's random search).
-        return BasicVariantGenerator(points_to_evaluate=points, random_state=space.seed)
+        return BasicVariantGenerator(points_to_evaluate=points, random_state=space.seed,
+                                     max_concurrent=max_concurrent)
     # Optuna's TPE default starts with 10 random trials, so a sweep of up to 10 trials would
     # never use what it learned; the config sets a start that fits the budget.
     sampler = optuna.samplers.TPESampler(seed=space.seed, n_startup_trials=space.build_startup_trials())
-    return OptunaSearch(sampler=sampler, points_to_evaluate=points)
+    return ConcurrencyLimiter(OptunaSearch(sampler=sampler, points_to_evaluate=points), max_concurrent=max_concurrent)
 
 
 def build_max_evaluations(job: JobConfig) -> int | None:

@@ -133,10 +133,9 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
         tune_config=tune.TuneConfig(
             metric=OBJECTIVE_KEY,
             mode=space.objective.mode,
-            search_alg=build_search_alg(space),
+            search_alg=build_search_alg(space, job.resources.max_concurrent_trials),
             scheduler=build_scheduler(space, job),
             num_samples=space.num_samples,
-            max_concurrent_trials=job.resources.max_concurrent_trials,
         ),
         run_config=tune.RunConfig(name=sweep_name, storage_path=job.storage.storage_path, verbose=1,
                                   callbacks=build_sweep_callbacks(job, space, sweep_path)),
