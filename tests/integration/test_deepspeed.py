@@ -8,34 +8,25 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.tune.sweep import run_sweep
+from sweep_overrides import build_tiny_overrides
+from worker_fault import run_sweep_killing_one_worker
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = 8  # 128 rows / (16 per worker x 2 workers) x 2 epochs
 
 
 def build_deepspeed_overrides(model_dir, data_dir, storage, name, preset, *extra):
-    return [
-        f"model.name_or_path={model_dir}",
-        f"data.source={data_dir}",
-        f"storage.storage_path={storage}",
-        f"storage.sweep_name={name}",
-        "data.max_length=48",
+    return build_tiny_overrides(
+        model_dir, data_dir, storage, name,
         "data.train_size=128",
         "data.eval_size=64",
         "training.num_train_epochs=2.0",
@@ -44,15 +35,13 @@ def build_deepspeed_overrides(model_dir, data_dir, storage, name, preset, *extra
         f"training.deepspeed={preset}",
         "resources.num_workers=2",
         "resources.cpus_per_worker=0.5",
-        "resources.max_concurrent_trials=2",
         "tracking.enabled=false",
         "search.num_samples=2",
         "search.seed=11",
         "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-3, high: 1.0e-2}",
         "search.parameters.training.warmup_steps={type: uniform, low: 0.05, high: 0.3}",
-        "search.parameters.training.weight_decay={type: uniform, low: 0.0, high: 0.1}",
         *extra,
-    ]
+    )
 
 
 def run_preset_sweep(preset, tiny_model_dir, sentiment_data_dir, tmp_path_factory):
@@ -190,41 +179,25 @@ def test_killed_zero3_worker_resumes_from_the_sharded_checkpoint(tiny_model_dir,
     """SIGKILL one of a trial's two ZeRO-3 workers after its first evaluation was reported: Ray
     Train restarts the group and every rank loads its shards from the checkpoint in storage."""
     storage = tmp_path / "storage"
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    cmd = [sys.executable, "jobs/imdb_sweep.py", "--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir),
-           "--storage", str(storage), "--name", "fault", "--search-space", "search_spaces/smoke.yaml",
-           "search.num_samples=1", "data.max_length=48", "data.train_size=1024", "data.eval_size=64",
-           "training.num_train_epochs=2.0", "training.deepspeed=zero3", "tracking.enabled=false",
-           "resources.num_workers=2", "resources.cpus_per_worker=1.0", "resources.max_failures=1",
-           "resources.local_num_cpus=3"]
-    log = open(tmp_path / "sweep.log", "w")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+
+    def first_checkpoint_registered() -> bool:
         # The deterministic point: the Train controller has registered the first epoch's
         # checkpoint (its snapshot names it), and the second epoch is under way.
-        deadline, registered = time.time() + 600, False
-        while time.time() < deadline and proc.poll() is None and not registered:
-            snapshots = list((storage / "fault").glob("train-*/checkpoint_manager_snapshot.json"))
-            registered = bool(snapshots) and f'"checkpoint-{STEPS_PER_EPOCH}"' in snapshots[0].read_text()
-            time.sleep(0.2)
-        assert registered, (tmp_path / "sweep.log").read_text()[-3000:]
-        workers = []
-        for p in psutil.Process(proc.pid).children(recursive=True):
-            try:  # short-lived children a worker forks (DeepSpeed probes the CPU) carry its name too
-                if p.name() == "ray::RayTrainWorker" and p.parent().name() != "ray::RayTrainWorker":
-                    workers.append(p)
-            except psutil.NoSuchProcess:
-                continue
-        assert len(workers) == 2, workers
-        os.kill(workers[1].pid, signal.SIGKILL)
-        assert proc.wait(timeout=900) == 0, (tmp_path / "sweep.log").read_text()[-4000:]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        snapshots = list((storage / "fault").glob("train-*/checkpoint_manager_snapshot.json"))
+        return bool(snapshots) and f'"checkpoint-{STEPS_PER_EPOCH}"' in snapshots[0].read_text()
+
+    log = run_sweep_killing_one_worker(
+        ["--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir), "--storage", str(storage),
+         "--name", "fault", "--search-space", "search_spaces/smoke.yaml",
+         "search.num_samples=1", "data.max_length=48", "data.train_size=1024", "data.eval_size=64",
+         "training.num_train_epochs=2.0", "training.deepspeed=zero3", "tracking.enabled=false",
+         "resources.num_workers=2", "resources.cpus_per_worker=1.0", "resources.max_failures=1",
+         "resources.local_num_cpus=3"],
+        tmp_path / "sweep.log", first_checkpoint_registered, num_workers=2)
 
     (trial,) = json.loads((storage / "fault" / "summary.json").read_text())["trials"]
     assert trial["status"] == "TERMINATED"
     assert [r["epoch"] for r in trial["history"]] == [1.0, 2.0], "no duplicated or missing epochs"
     assert trial["train_result"]["global_step"] == 2 * STEPS_PER_EPOCH
     assert trial["train_result"]["deepspeed"]["zero_stage"] == 3
-    assert "[FailurePolicy] RETRY" in (tmp_path / "sweep.log").read_text()
+    assert "[FailurePolicy] RETRY" in log

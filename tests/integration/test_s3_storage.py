@@ -10,7 +10,6 @@ as it does for a user, and the shared test cluster is restarted afterwards.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -22,7 +21,8 @@ import pytest
 import ray
 import ray.train
 from local_ray import run_init_test_cluster
-from test_sweep import build_expected_hf_set, build_tiny_overrides
+from sweep_overrides import build_tiny_overrides
+from test_sweep import build_expected_hf_set
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.tune.sweep import run_sweep

@@ -13,28 +13,9 @@ from ray.tune import ExperimentAnalysis
 from ftplat.config.loading import load_sweep_configs
 from ftplat.tune.scope import SCOPES, compute_scope_scores
 from ftplat.tune.sweep import run_sweep
+from sweep_overrides import build_tiny_overrides
 
 pytestmark = pytest.mark.integration
-
-
-def build_tiny_overrides(model_dir, data_dir, storage, name, *extra):
-    return [
-        f"model.name_or_path={model_dir}",
-        f"data.source={data_dir}",
-        f"storage.storage_path={storage}",
-        f"storage.sweep_name={name}",
-        "data.max_length=48",
-        "training.num_train_epochs=3.0",
-        "training.logging_steps=20",
-        "training.per_device_eval_batch_size=64",
-        "resources.max_concurrent_trials=2",
-        "search.num_samples=4",
-        "search.seed=7",
-        "search.parameters.training.learning_rate={type: loguniform, low: 3.0e-4, high: 2.0e-2}",
-        "search.parameters.training.warmup_steps={type: uniform, low: 0.0, high: 0.2}",
-        "search.parameters.training.weight_decay={type: uniform, low: 0.0, high: 0.1}",
-        *extra,
-    ]
 
 
 @pytest.fixture(scope="module")

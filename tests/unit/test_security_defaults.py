@@ -8,7 +8,6 @@ import logging
 import re
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "hunter2-s3cr3t"

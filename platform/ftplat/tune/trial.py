@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
@@ -73,6 +74,11 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     ``training.deepspeed`` value the trials can take to its checked config.
     """
     started = time.perf_counter()
+    # Train V2 patches print() in its workers to go through the root logger and, because Ray
+    # workers replace sys.stdout, also tees it to stdout: every Trainer log line reached the
+    # driver and `ray job logs` twice. Train passes this variable from the process calling
+    # fit() (this one) to its controller and workers; a value set by the user wins.
+    os.environ.setdefault("RAY_TRAIN_ENABLE_PRINT_PATCH", "0")  # ray/train/v2/_internal/constants.py
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
