@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: the machine record and a validation split."""
+"""Helpers shared by the benchmark scripts: the machine record, a validation split and the
+plain-HF baseline Trainer."""
 
 from __future__ import annotations
 
@@ -91,3 +92,26 @@ def read_pieces(results: str, pattern: str, hint: str) -> list[dict]:
     if not pieces:
         raise SystemExit(f"no pieces in {results}; {hint}")
     return pieces
+
+
+def build_plain_trainer(job, tables, output_dir: str, **trainer_kwargs):
+    """A plain ``transformers`` Trainer set up as ftplat's worker sets up its own (the same
+    TrainingArguments builder, tokenizer, collator and metrics): the baseline the overhead
+    and HPO benchmarks compare ftplat with. ``trainer_kwargs`` add ``model`` or ``model_init``
+    and callbacks."""
+    from transformers import DataCollatorWithPadding, Trainer
+
+    from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
+    from ftplat.train.arguments import build_training_arguments
+    from ftplat.train.modeling import build_tokenizer, compute_classification_metrics
+
+    tokenizer = build_tokenizer(job.model)
+    return Trainer(
+        args=build_training_arguments(job, output_dir=output_dir),
+        train_dataset=build_torch_dataset(tables[TRAIN]),
+        eval_dataset=build_torch_dataset(tables[EVAL]),
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_classification_metrics,
+        **trainer_kwargs,
+    )

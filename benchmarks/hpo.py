@@ -46,7 +46,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    DEFAULT_DATA, DEFAULT_MODEL, RESULTS, build_machine_record, read_pieces, write_validation_split,
+    DEFAULT_DATA, DEFAULT_MODEL, RESULTS, build_machine_record, build_plain_trainer, read_pieces,
+    write_validation_split,
 )
 
 METHODS = ("ftplat_optuna_asha", "ftplat_random", "hf_optuna", "hf_random")
@@ -140,12 +141,11 @@ def run_ftplat(a, method: str, seed: int, data_dir: str) -> dict:
 def run_hf(a, method: str, seed: int, data_dir: str) -> dict:
     import optuna
     import torch
-    from transformers import DataCollatorWithPadding, Trainer, TrainerCallback
+    from transformers import TrainerCallback
 
     from ftplat.config.loading import load_sweep_configs
-    from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables, build_torch_dataset
-    from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
+    from ftplat.data.preparation import build_tokenized_tables
+    from ftplat.train.modeling import build_model
 
     torch.set_num_threads(a.threads)
     evals: list[dict] = []
@@ -170,17 +170,8 @@ def run_hf(a, method: str, seed: int, data_dir: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="hf-hpo-") as out:
         job, _ = load_sweep_configs(None, None, build_overrides(a, method, seed, out, data_dir))
         tables = build_tokenized_tables(job.data, job.model)
-        tokenizer = build_tokenizer(job.model)
-        trainer = Trainer(
-            model_init=lambda trial=None: build_model(job.model),
-            args=build_training_arguments(job, output_dir=out),
-            train_dataset=build_torch_dataset(tables[TRAIN]),
-            eval_dataset=build_torch_dataset(tables[EVAL]),
-            processing_class=tokenizer,
-            data_collator=DataCollatorWithPadding(tokenizer),
-            compute_metrics=compute_classification_metrics,
-            callbacks=[Record()],
-        )
+        trainer = build_plain_trainer(job, tables, out, model_init=lambda trial=None: build_model(job.model),
+                                      callbacks=[Record()])
         if method == "hf_random":
             search = {"sampler": optuna.samplers.RandomSampler(seed=seed), "pruner": optuna.pruners.NopPruner()}
         else:  # Optuna's defaults, as a user of hyperparameter_search gets them (MedianPruner)

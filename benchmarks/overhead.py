@@ -31,13 +31,14 @@ import time
 
 import ray
 import torch
-from transformers import DataCollatorWithPadding, Trainer
 
 from ftplat.config.loading import load_sweep_configs
-from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables, build_torch_dataset
-from ftplat.train.arguments import build_training_arguments
-from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
+from ftplat.data.preparation import build_tokenized_tables
+from ftplat.train.modeling import build_model
 from ftplat.tune.sweep import run_sweep
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import build_plain_trainer  # noqa: E402
 
 
 def build_configs(a: argparse.Namespace, storage: str):
@@ -58,16 +59,7 @@ def run_plain(job, tables) -> dict:
     torch.set_num_threads(int(job.resources.cpus_per_worker))
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        tokenizer = build_tokenizer(job.model)
-        trainer = Trainer(
-            model=build_model(job.model),
-            args=build_training_arguments(job, output_dir=out),
-            train_dataset=build_torch_dataset(tables[TRAIN]),
-            eval_dataset=build_torch_dataset(tables[EVAL]),
-            processing_class=tokenizer,
-            data_collator=DataCollatorWithPadding(tokenizer),
-            compute_metrics=compute_classification_metrics,
-        )
+        trainer = build_plain_trainer(job, tables, out, model=build_model(job.model))
         output = trainer.train()
         wall = time.perf_counter() - start
     return {"wall_s": wall, "train_runtime_s": output.metrics["train_runtime"],
