@@ -102,7 +102,9 @@ def run_piece(a, workers: int) -> dict:
 
 def aggregate(pieces: list[dict]) -> dict:
     by = {p["workers"]: p for p in pieces}
-    out = {"pieces": {w: {k: by[w][k] for k in ("train_samples_per_s", "train_runtime_s", "trial_driver_wall_s",
+    loads = [x for w in by for x in (by[w]["machine"]["load_avg_at_start"][0], by[w]["load_avg_at_end"][0])]
+    out = {"cpus": by[min(by)]["machine"]["cpus"], "load_avg_min": min(loads), "load_avg_max": max(loads),
+           "pieces": {w: {k: by[w][k] for k in ("train_samples_per_s", "train_runtime_s", "trial_driver_wall_s",
                                                   "sweep_wall_s", "global_step", "eval_accuracy")} for w in sorted(by)}}
     if 1 in by and 2 in by:
         out["speedup_samples_per_s"] = by[2]["train_samples_per_s"] / by[1]["train_samples_per_s"]
@@ -128,9 +130,10 @@ def write_plot(agg: dict, path: str) -> None:
     ax2.set_xlabel("workers per trial")
     ax2.set_ylabel("seconds")
     ax2.set_title("one trial")
-    ax2.legend(fontsize=8)
-    fig.suptitle("One trial, 1 vs 2 workers, same global batch, 2 CPU cores (shared and loaded: see the JSON load averages)",
-                 fontsize=9)
+    ax2.set_ylim(top=max(agg["pieces"][w]["trial_driver_wall_s"] for w in ws) * 1.3)
+    ax2.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"One trial, 1 vs 2 workers, same global batch, {agg['cpus']} CPU cores, "
+                 f"1-min load average {agg['load_avg_min']}-{agg['load_avg_max']}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

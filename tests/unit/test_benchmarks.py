@@ -72,9 +72,13 @@ def test_scaling_arguments_and_aggregate():
     with pytest.raises(ValueError, match="divide"):
         scaling.build_overrides(a, 2, "/tmp/s", "/tmp/d")
     keys = dict(train_runtime_s=10.0, trial_driver_wall_s=40.0, sweep_wall_s=50.0, global_step=16, eval_accuracy=0.6)
-    agg = scaling.aggregate([{"workers": 1, "train_samples_per_s": 10.0, **keys},
-                             {"workers": 2, "train_samples_per_s": 8.0, **keys}])
+    agg = scaling.aggregate([
+        {"workers": 1, "train_samples_per_s": 10.0, "machine": {"cpus": 2, "load_avg_at_start": [2.4, 2, 2]},
+         "load_avg_at_end": [3.1, 2, 2], **keys},
+        {"workers": 2, "train_samples_per_s": 8.0, "machine": {"cpus": 2, "load_avg_at_start": [1.9, 2, 2]},
+         "load_avg_at_end": [2.0, 2, 2], **keys}])
     assert agg["speedup_samples_per_s"] == pytest.approx(0.8) and agg["trial_wall_ratio_2_over_1"] == 1.0
+    assert (agg["cpus"], agg["load_avg_min"], agg["load_avg_max"]) == (2, 1.9, 3.1)
 
 
 def test_accuracy_overrides_validate():
