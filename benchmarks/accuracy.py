@@ -8,7 +8,7 @@
    (truncated at the training max_length) and the accuracy is compared with the seed
    recipe's 0.8996 (bert-base-uncased, all 25,000 train reviews, max_length 160, 1 epoch, GPU).
 
-  python benchmarks/accuracy.py                  # the affordable default (about 10 min on 2 quiet CPU cores)
+  python benchmarks/accuracy.py                  # the affordable default (3.3 min on 2 quiet CPU cores)
   python benchmarks/accuracy.py --full           # 4 trials on 4,000 reviews, max_length 256
   python benchmarks/accuracy.py --plot-only      # redraw benchmarks/results/accuracy/accuracy.png
 """
