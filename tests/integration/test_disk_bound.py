@@ -1,8 +1,8 @@
-"""Disk bound: a 12-trial tiny sweep under a retention policy, storage sampled while it runs
+"""Disk bound: an 8-trial tiny sweep under a retention policy, storage sampled while it runs
 (and two of its trials, given the same values, must train the same model).
 
 Policy: save_total_limit 1, keep the top-1 trial, other trials keep only their best. Without
-deleting as the sweep goes, storage would grow to 12 x 3 checkpoints before the end-of-sweep
+deleting as the sweep goes, storage would grow to 8 x 3 checkpoints before the end-of-sweep
 gc; with it, every trial that has started costs one checkpoint (its best) once it has finished,
 the leading trial one more (its latest), and each running trial at most its best and latest,
 plus one upload whose report the driver has not handled yet, plus one the callback is deleting.
@@ -21,7 +21,7 @@ from ftplat.tune.sweep import run_sweep
 
 pytestmark = pytest.mark.integration
 
-NUM_TRIALS, EPOCHS, CONCURRENT = 12, 3, 2
+NUM_TRIALS, EPOCHS, CONCURRENT = 8, 3, 2
 RUNNING_TRIAL_BOUND = 2 + 2  # best + latest, + an unhandled upload, + one being deleted
 
 
@@ -74,8 +74,8 @@ def test_storage_stays_within_the_policy_bound(ray_cluster, tiny_model_dir, sent
     over = [(total, runs, most) for total, runs, most in sampler.samples
             if total > runs + 1 + CONCURRENT * (RUNNING_TRIAL_BOUND - 1) or most > RUNNING_TRIAL_BOUND]
     assert not over, f"storage above the policy bound at {len(over)} samples, e.g. {over[:5]}"
-    # (Without deletions during the sweep the last samples would hold 12 x 3 = 36 checkpoints
-    # against a bound of 12 + 1 + 6.)
+    # (Without deletions during the sweep the last samples would hold 8 x 3 = 24 checkpoints
+    # against a bound of 8 + 1 + 6.)
 
     first, second = summary["trials"][:2]
     assert first["hyperparameters"] == second["hyperparameters"] == {"training.learning_rate": 2.0e-3}

@@ -299,3 +299,34 @@ def test_gc_prunes_checkpoints_deleted_while_the_trial_ran_once_it_has_finished(
     run_gc_plan(plan, dry_run=False)
     result = load_with_ray(sweep / "train-c")
     assert {Path(c.path).name for c, _ in result.best_checkpoints} == {"checkpoint-20", "checkpoint-30"}
+
+
+def test_live_retention_breaks_ties_by_creation_not_by_list_order(tmp_path):
+    """Two trials tie. Tune's lists need not be in creation order (the experiment state saves
+    trials in a set's order, so a resumed controller and ExperimentAnalysis can swap trials
+    created together), while the summary's winner is the earlier-created of equal scores: the
+    live policy must rank the same way, or it deletes the winner's latest before the end."""
+    from ray.tune.experiment import Trial
+
+    from ftplat.tune.live_retention import LiveRetentionCallback
+
+    root = tmp_path / "sweep"
+    rows = [{**r, "training_iteration": i + 1, "num_evaluations": i + 1}
+            for i, r in enumerate(rows_for([0.5, 0.5, 0.5]))]
+    for tid in ("first", "second"):
+        write_ray_run(root, tid, rows)
+    trials = [Trial("fn", trial_id="second", experiment_tag="2_lr=0.002", stub=True),
+              Trial("fn", trial_id="first", experiment_tag="1_lr=0.002", stub=True)]
+    callback = LiveRetentionCallback(
+        sweep_path=str(root), policy=RetentionPolicy(1, keep_top_k_trials=1, keep_trial_latest=False),
+        objective={"metric": METRIC, "mode": "max", "scope": "last"},
+        metric_for_best_model=METRIC, greater_is_better=True)
+    for trial in trials:
+        trial.set_status(Trial.RUNNING)
+        for row in rows:
+            callback.on_trial_result(0, trials, trial, dict(row))
+    for trial in trials:  # the later-created trial finishes first and leads for a while
+        callback.on_trial_complete(0, trials, trial)
+        trial.set_status(Trial.TERMINATED)
+    # best is the earliest of equal values; the top-1 trial keeps its latest too
+    assert listing(root) == {"train-first": {"checkpoint-10", "checkpoint-30"}, "train-second": {"checkpoint-10"}}

@@ -103,3 +103,14 @@ def test_unknown_scope_and_mode_are_errors():
         select_best([("a", {}), ("b", {})], "best", "max")
     with pytest.raises(ValueError, match="mode must be"):
         select_best([("a", {})], "last", "maximum")
+
+
+def test_trials_sort_by_the_count_their_proposer_tagged_them_with():
+    from types import SimpleNamespace
+
+    from ftplat.tune.scope import sort_trials_by_creation
+
+    tags = ["10_lr=0.1", "2_lr=0.2", None, "1", "0_lr=0.3", "x_lr=0.4"]
+    trials = [SimpleNamespace(experiment_tag=t) for t in tags]
+    assert [t.experiment_tag for t in sort_trials_by_creation(trials)] == [
+        "0_lr=0.3", "1", "2_lr=0.2", "10_lr=0.1", None, "x_lr=0.4"]

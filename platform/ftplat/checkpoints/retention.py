@@ -24,11 +24,12 @@ Sweep-wide policy
 -----------------
 ``select_sweep_keep`` applies a ``RetentionPolicy``. ``R(t)`` is trial t's HF set above.
 Trials are ranked by scope score under ``mode``; NaN, infinite and missing scores rank last
-(the winner rule skips them), ties go to the earlier trial in the given order (Tune's
-first-wins). A finished trial is *in the top K* when fewer than K **finished** trials rank
-above it. Once every trial has finished this is the plain top K; before that, a finished trial
-leaves the top K only when K finished trials beat it, because a running trial may still end
-below it and a deleted checkpoint cannot come back.
+(the winner rule skips them), ties go to the earlier trial in the given order, which callers
+make creation order (``ftplat.tune.scope.sort_trials_by_creation``), as for the winner. A
+finished trial is *in the top K* when fewer than K **finished** trials rank above it. Once
+every trial has finished this is the plain top K; before that, a finished trial leaves the
+top K only when K finished trials beat it, because a running trial may still end below it and
+a deleted checkpoint cannot come back.
 
 Kept, for each trial t:
 

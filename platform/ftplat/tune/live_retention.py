@@ -25,7 +25,7 @@ from ftplat.checkpoints.gc import DELETE, FINISHED_STATUSES, build_gc_plan, run_
 from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.storage import join_uri
 from ftplat.train.reporting import CHECKPOINT_NAME_KEY
-from ftplat.tune.scope import compute_scope_stats, scope_score
+from ftplat.tune.scope import compute_scope_stats, scope_score, sort_trials_by_creation
 from ftplat.tune.summary import build_complete_history, read_trainer_state_evals
 from ftplat.tune.trial import build_train_run_name
 
@@ -102,6 +102,7 @@ class LiveRetentionCallback(Callback):
 
     def _apply(self, trials: list[Trial], finishing: tuple[str, str] | None) -> None:
         try:
+            trials = sort_trials_by_creation(trials)
             statuses = {t.trial_id: t.status for t in trials}
             if finishing:
                 statuses[finishing[0]] = finishing[1]

@@ -72,8 +72,9 @@ def select_best(
 ) -> Any | None:
     """Pick the key of the best ``(key, stats)`` candidate, as ``get_best_trial`` does.
 
-    The first of equal scores wins (candidates in trial order). NaN and infinite scores are
-    skipped. Like Ray, a lone candidate is returned whatever its score.
+    The first of equal scores wins (pass candidates in creation order, see
+    ``sort_trials_by_creation``). NaN and infinite scores are skipped. Like Ray, a lone
+    candidate is returned whatever its score.
     """
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
@@ -89,3 +90,25 @@ def select_best(
         if best_score is None or (mode == "max" and best_score < score) or (mode == "min" and best_score > score):
             best_key, best_score = key, score
     return best_key
+
+
+def _creation_index(experiment_tag: str | None) -> int | None:
+    head = (experiment_tag or "").split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def sort_trials_by_creation(trials: Iterable[Any]) -> list[Any]:
+    """Tune trials in the order their search algorithm created them.
+
+    Ties between equal scores go to the earlier trial, so every place that ranks trials (the
+    summary's winner, retention during and after the sweep) must see one order. Neither of
+    Tune's lists gives it: the experiment state stores trials in the iteration order of a
+    set of trials waiting to be saved, so ``ExperimentAnalysis.trials`` (and a resumed
+    controller's list) can swap trials created together. Both of Tune's proposers start every
+    ``experiment_tag`` with their running count; trials without one keep their given order, last.
+    """
+    indexed = list(enumerate(trials))
+    def key(item: tuple[int, Any]) -> tuple[int, int, int]:
+        created = _creation_index(getattr(item[1], "experiment_tag", None))
+        return (1, 0, item[0]) if created is None else (0, created, item[0])
+    return [trial for _, trial in sorted(indexed, key=key)]

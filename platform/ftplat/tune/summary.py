@@ -16,7 +16,7 @@ from ftplat.checkpoints.gc import SUMMARY_FILE  # noqa: F401  (re-exported: the 
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json
 from ftplat.tracking.runs import redact_text
 from ftplat.train.reporting import CHECKPOINT_NAME_KEY
-from ftplat.tune.scope import SCOPES, compute_scope_stats, scope_score, select_best
+from ftplat.tune.scope import SCOPES, compute_scope_stats, scope_score, select_best, sort_trials_by_creation
 from ftplat.tune.trial import TRIAL_RESULT_FILE, build_train_run_name
 
 _HISTORY_KEYS = ("training_iteration", "step", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
@@ -143,7 +143,7 @@ def build_summary(
     frames = analysis.trial_dataframes
     trials = [
         build_trial_record(t, frames.get(t.trial_id), job=job, space=space, sweep_path=sweep_path)
-        for t in analysis.trials
+        for t in sort_trials_by_creation(analysis.trials)
     ]
     candidates = [(rec["trial_id"], rec.pop("_stats")) for rec in trials]
     mode = space.objective.mode

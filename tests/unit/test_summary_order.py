@@ -1,0 +1,36 @@
+"""The summary lists trials in creation order, whatever order Tune's experiment state holds."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+from ray.tune.experiment import Trial
+
+from ftplat.config.loading import load_sweep_configs
+from ftplat.tune.summary import build_summary
+
+
+def _trial(trial_id: str, tag: str) -> Trial:
+    trial = Trial("fn", trial_id=trial_id, experiment_tag=tag, stub=True,
+                  config={"training.learning_rate": 2.0e-3})
+    trial.set_status(Trial.TERMINATED)
+    return trial
+
+
+def _history() -> pd.DataFrame:
+    return pd.DataFrame([{"training_iteration": i, "step": 10 * i, "eval_accuracy": 0.5,
+                          "checkpoint_name": f"checkpoint-{10 * i}"} for i in (1, 2, 3)])
+
+
+def test_ties_go_to_the_trial_created_first_not_the_one_stored_first(tmp_path):
+    # Tune stores trial_data in the iteration order of a set, so two trials created together
+    # (two points_to_evaluate started at once) can come back from ExperimentAnalysis swapped.
+    stored = [_trial("second", "2_lr=0.002"), _trial("first", "1_lr=0.002")]
+    analysis = SimpleNamespace(trials=stored, trial_dataframes={t.trial_id: _history() for t in stored})
+    job, space = load_sweep_configs(None, None, [
+        "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 3.0e-2}"])
+    summary = build_summary(analysis, sweep_name="s", sweep_path=str(tmp_path), job=job, space=space)
+    assert [t["trial_id"] for t in summary["trials"]] == ["first", "second"]
+    assert summary["winner"]["trial_id"] == "first"
+    assert set(summary["winners_by_scope"].values()) == {"first"}
