@@ -3,13 +3,10 @@ child per trial written from rank 0 only, the winner registered."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
+from local_servers import find_free_port, run_server_process
 from mlflow import MlflowClient
 
 from ftplat.config.loading import load_sweep_configs
@@ -18,36 +15,15 @@ from ftplat.tune.sweep import run_sweep
 pytestmark = pytest.mark.integration
 
 
-def find_free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlflow-server")
     port = find_free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination", str(root / "artifacts"),
-         "--workers", "1"],
-        stdout=open(root / "server.log", "w"), stderr=subprocess.STDOUT,
-    )
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"{uri}/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(1)
-    else:
-        proc.kill()
-        pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
-    yield uri
-    proc.terminate()
-    proc.wait(timeout=30)
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+            "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination", str(root / "artifacts"),
+            "--workers", "1"]
+    with run_server_process(argv, port, root / "server.log", start_timeout_s=90, health_path="/health") as uri:
+        yield uri
 
 
 @pytest.fixture(scope="module")

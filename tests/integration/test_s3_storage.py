@@ -11,8 +11,6 @@ as it does for a user, and the shared test cluster is restarted afterwards.
 from __future__ import annotations
 
 import re
-import socket
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -21,6 +19,7 @@ import pytest
 import ray
 import ray.train
 from local_ray import run_init_test_cluster
+from local_servers import find_free_port, run_server_process
 from sweep_overrides import build_tiny_overrides
 from test_sweep import build_expected_hf_set
 
@@ -36,47 +35,21 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "
            "AWS_EC2_METADATA_DISABLED": "true"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory):
     """A moto S3 server on a free 127.0.0.1 port, the AWS_* environment pointing at it, and
     the bucket; the server is stopped and the environment restored at the end."""
     pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "server.log", "wb")
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
-    with pytest.MonkeyPatch.context() as env:
+    port = find_free_port()
+    argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    log = tmp_path_factory.mktemp("moto") / "server.log"
+    with run_server_process(argv, port, log, start_timeout_s=30) as endpoint, pytest.MonkeyPatch.context() as env:
         for key, value in {"AWS_ENDPOINT_URL": endpoint, **AWS_ENV}.items():
             env.setenv(key, value)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                    break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"moto server did not start on port {port}") from None
-                    time.sleep(0.2)
-            s3 = boto3.client("s3")
-            s3.create_bucket(Bucket=BUCKET)
-            yield s3
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-            log.close()
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        yield s3
 
 
 @pytest.fixture(scope="module")
