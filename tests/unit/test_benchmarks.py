@@ -98,3 +98,16 @@ def test_hpo_goal_falls_back_to_in_process_random_search():
     g = agg["goal"]
     assert g["random_reference"] == "hf_random" and g["asha_trial_epochs_to_reach_mean_curve"] == 1
     assert g["met_on_mean_curves"] is True and g["met_per_seed"] == {0: True}
+
+
+def test_hpo_grace2_variant_has_its_own_scheduler_and_goal():
+    from ftplat.config.loading import load_sweep_configs
+
+    a = hpo.build_parser().parse_args(["--method", "ftplat_optuna_asha_grace2"])
+    _, space = load_sweep_configs(None, None, hpo.build_overrides(a, "ftplat_optuna_asha_grace2", 0, "/tmp/s", "/tmp/d"))
+    assert space.scheduler.type == "asha" and space.scheduler.grace_period == 2
+    agg = hpo.aggregate([_piece("ftplat_random", 0, [0.5, 0.6, 0.7, 0.7]),
+                         _piece("ftplat_optuna_asha_grace2", 0, [0.5, 0.7, 0.6])])
+    g2 = agg["goal_by_method"]["ftplat_optuna_asha_grace2"]
+    assert g2["asha_trial_epochs_to_reach_mean_curve"] == 2 and g2["met_per_seed"] == {0: True}
+    assert "per_seed" not in agg["goal"]  # no grace-1 pieces: only the statement
