@@ -50,11 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_first_point_from_hpo(results: str) -> str:
-    """``lr,warmup,wd`` of the best evaluation over every HPO benchmark piece in ``results``."""
+    """``lr,warmup,wd`` of the best evaluation over every HPO benchmark piece in ``results``;
+    of equal accuracies, the first in piece file-name order (glob's own order varies)."""
     import glob
 
     best = None
-    for path in glob.glob(os.path.join(results, "*-seed*.json")):
+    for path in sorted(glob.glob(os.path.join(results, "*-seed*.json"))):
         with open(path) as f:
             for e in json.load(f)["evaluations"]:
                 if e["accuracy"] is not None and (best is None or e["accuracy"] > best["accuracy"]):

@@ -26,7 +26,7 @@ summary.json (each trial's evaluations), for HF by a callback. Every method sele
 validation split taken from the IMDB train split (the test split is not touched).
 
 Pieces, then the aggregate + plot. With the defaults (6 trials x 3 epochs, 256/256 reviews,
-max_length 64) one piece took 5.5-12 minutes on 2 quiet CPU cores and --full 98 minutes:
+max_length 64) one piece took 5.5-12 minutes on 2 quiet CPU cores and --full 124 minutes:
   python benchmarks/hpo.py --method ftplat_optuna_asha --seed 0
   python benchmarks/hpo.py --method ftplat_random --seed 0
   python benchmarks/hpo.py --method hf_optuna --seed 0
