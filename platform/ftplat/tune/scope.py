@@ -107,8 +107,10 @@ def sort_trials_by_creation(trials: Iterable[Any]) -> list[Any]:
     controller's list) can swap trials created together. Both of Tune's proposers start every
     ``experiment_tag`` with their running count; trials without one keep their given order, last.
     """
-    indexed = list(enumerate(trials))
-    def key(item: tuple[int, Any]) -> tuple[int, int, int]:
-        created = _creation_index(getattr(item[1], "experiment_tag", None))
-        return (1, 0, item[0]) if created is None else (0, created, item[0])
-    return [trial for _, trial in sorted(indexed, key=key)]
+
+    def key(item: tuple[int, Any]) -> tuple[bool, int, int]:
+        given, trial = item
+        created = _creation_index(getattr(trial, "experiment_tag", None))
+        return (created is None, created or 0, given)
+
+    return [trial for _, trial in sorted(enumerate(trials), key=key)]
