@@ -44,7 +44,7 @@ def run_server_process(argv: list[str], port: int, log_path: Path, *, start_time
             deadline = time.monotonic() + start_timeout_s
             while not _answers(port, health_path):
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = Path(log_path).read_text(errors="replace")[-2000:]
+                    tail = log_path.read_text(errors="replace")[-2000:]
                     raise RuntimeError(f"{argv[:3]} did not start on port {port}:\n{tail}")
                 time.sleep(0.2)
             yield f"http://127.0.0.1:{port}"
