@@ -15,6 +15,8 @@ import os
 from importlib import resources
 from typing import Any
 
+from ftplat.errors import UserError
+
 PRESETS = ("zero2", "zero3", "zero3_offload")
 
 #: HF Adam defaults; ftplat does not expose them, so a JSON may only repeat them.
@@ -53,19 +55,19 @@ def load_preset(name: str) -> dict[str, Any]:
 
 
 def load_deepspeed_json(path: str, *, field: str = "training.deepspeed") -> dict[str, Any]:
-    """Read a user's DeepSpeed JSON; every problem is a one-line ``ValueError`` naming the path."""
+    """Read a user's DeepSpeed JSON; every problem is a one-line ``UserError`` naming the path."""
     if not os.path.isfile(path):
-        raise ValueError(f"{field}: DeepSpeed config {path!r} does not exist; give a JSON file or one of the "
+        raise UserError(f"{field}: DeepSpeed config {path!r} does not exist; give a JSON file or one of the "
                          f"presets {', '.join(PRESETS)}")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{field}: {path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise UserError(f"{field}: {path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{field}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise UserError(f"{field}: {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{field}: {path} must hold a JSON object at the top level, got {type(data).__name__}")
+        raise UserError(f"{field}: {path} must hold a JSON object at the top level, got {type(data).__name__}")
     return data
 
 
@@ -108,75 +110,126 @@ def _same(ds_value: Any, hf_value: Any) -> bool:
     return ds_value == hf_value
 
 
+def _explicit(config: dict[str, Any], key: str) -> bool:
+    """A key set to a real value; absent or "auto" means HF fills it, so it cannot conflict."""
+    value = get_dotted(config, key)
+    return value is not None and value != "auto"
+
+
+def _check_warmup_num_steps(key: str, value: Any, field: str, t) -> list[str]:
+    """HF fills max(1, warmup steps); a fraction above 0 depends on the data size, so only
+    "auto" can match it."""
+    steps = int(t.warmup_steps) if t.warmup_steps >= 1 else (1 if t.warmup_steps == 0 else None)
+    if steps != value:
+        return [f"{key}={value!r} must be \"auto\" or equal {field} as a whole step count "
+                f"(got {field}={t.warmup_steps:g}); \"auto\" converts a warmup fraction to steps"]
+    return []
+
+
+def _check_total_num_steps(key: str, value: Any, field: str, t) -> list[str]:
+    """Without max_steps the total follows from the data size, which only "auto" can track."""
+    if t.max_steps <= 0 or t.max_steps != value:
+        return [f'{key}={value!r} must be "auto" (the step count follows from the data) or equal '
+                f"{field} (got {t.max_steps})"]
+    return []
+
+
+def _check_auto_fields(config: dict[str, Any], job, searched: set[str]) -> list[str]:
+    """HF raises in the worker on an explicit value that differs from its job field; a
+    searched field must be "auto" or the sampled values never reach DeepSpeed."""
+    problems = []
+    for key, field in AUTO_FIELDS.items():
+        if not _explicit(config, key):
+            continue
+        value = get_dotted(config, key)
+        if field in searched:
+            problems.append(f"the search space varies {field} but the DeepSpeed config fixes {key}={value!r}; "
+                            f'set {key} to "auto" so each trial\'s value reaches DeepSpeed')
+        elif key == "scheduler.params.warmup_num_steps":
+            problems += _check_warmup_num_steps(key, value, field, job.training)
+        elif key == "scheduler.params.total_num_steps":
+            problems += _check_total_num_steps(key, value, field, job.training)
+        elif not _same(value, _job_value(job, field)):
+            problems.append(f"{key}={value!r} differs from {field}={_job_value(job, field)!r}; set {key} to \"auto\" "
+                            f"or make the two equal")
+    return problems
+
+
+def _check_train_batch_size(config: dict[str, Any], job, searched: set[str]) -> list[str]:
+    """train_batch_size is a product of three job fields, so it has no single AUTO_FIELDS entry."""
+    if not _explicit(config, "train_batch_size"):
+        return []
+    t = job.training
+    value = get_dotted(config, "train_batch_size")
+    varied = [f for f in TRAIN_BATCH_FIELDS if f in searched]
+    product = job.resources.num_workers * t.per_device_train_batch_size * t.gradient_accumulation_steps
+    if varied:
+        return [f"the search space varies {varied[0]} but the DeepSpeed config fixes "
+                f'train_batch_size={value!r}; set it to "auto"']
+    if not _same(value, product):
+        return [f"train_batch_size={value!r} differs from resources.num_workers x "
+                f"training.per_device_train_batch_size x training.gradient_accumulation_steps = {product}; "
+                'set it to "auto"']
+    return []
+
+
+def _check_adam_constants(config: dict[str, Any]) -> list[str]:
+    """ftplat does not expose Adam betas/epsilon, so HF always passes its defaults."""
+    problems = []
+    for key, hf_value, name in (("optimizer.params.betas", ADAM_BETAS, "adam_beta1/adam_beta2"),
+                                ("optimizer.params.eps", ADAM_EPSILON, "adam_epsilon")):
+        if _explicit(config, key) and not _same(get_dotted(config, key), hf_value):
+            problems.append(f'{key}={get_dotted(config, key)!r} differs from TrainingArguments {name}={hf_value!r} '
+                            f'(not configurable in ftplat); set {key} to "auto"')
+    return problems
+
+
+def _check_optimizer_section(config: dict[str, Any], job) -> list[str]:
+    """A DeepSpeed optimizer wins over training.optim, which would be silently ignored."""
+    t = job.training
+    if "optimizer" in config and t.optim != "adamw_torch":
+        return [f"training.optim={t.optim!r} would be ignored: the DeepSpeed config defines its own "
+                "optimizer; remove its optimizer section or leave training.optim at 'adamw_torch'"]
+    return []
+
+
+def _check_scheduler_type(config: dict[str, Any], job) -> list[str]:
+    """A DeepSpeed scheduler wins over training.lr_scheduler_type; only a same-shape one is allowed."""
+    scheduler = get_dotted(config, "scheduler.type")
+    if scheduler is None:
+        return []
+    t = job.training
+    same_shape = SCHEDULER_EQUIVALENTS.get(scheduler)
+    if same_shape is None:
+        return [f"scheduler.type={scheduler!r} is not one ftplat can match to training.lr_scheduler_type; "
+                f"use one of {', '.join(SCHEDULER_EQUIVALENTS)} or remove the scheduler section"]
+    if same_shape != t.lr_scheduler_type:
+        return [f"scheduler.type={scheduler!r} (the shape of {same_shape!r}) differs from "
+                f"training.lr_scheduler_type={t.lr_scheduler_type!r}; remove the DeepSpeed scheduler "
+                f"section to use the Trainer's schedule, or set lr_scheduler_type to {same_shape!r}"]
+    return []
+
+
+def _check_zero_stage(config: dict[str, Any]) -> list[str]:
+    """DeepSpeed rejects an unknown stage only inside the worker."""
+    stage = get_dotted(config, "zero_optimization.stage")
+    if stage is not None and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
+        return [f"zero_optimization.stage={stage!r} must be 0, 1, 2 or 3"]
+    return []
+
+
 def build_conflicts(config: dict[str, Any], job, searched: set[str] = frozenset()) -> list[str]:
     """Every disagreement between a DeepSpeed config and the job (and the search space).
 
     ``searched`` holds the dotted job paths the sweep varies: a DeepSpeed key fed by one of
     them must be "auto", or the trials' sampled values would never reach DeepSpeed.
     """
-    t = job.training
-    problems = []
-
-    def explicit(key: str) -> bool:
-        value = get_dotted(config, key)
-        return value is not None and value != "auto"
-
-    for key, field in AUTO_FIELDS.items():
-        if not explicit(key):
-            continue
-        value = get_dotted(config, key)
-        if field in searched:
-            problems.append(f"the search space varies {field} but the DeepSpeed config fixes {key}={value!r}; "
-                            f'set {key} to "auto" so each trial\'s value reaches DeepSpeed')
-            continue
-        if key == "scheduler.params.warmup_num_steps":
-            # HF fills max(1, warmup steps); a fraction above 0 depends on the data size.
-            steps = int(t.warmup_steps) if t.warmup_steps >= 1 else (1 if t.warmup_steps == 0 else None)
-            if steps != value:
-                problems.append(f"{key}={value!r} must be \"auto\" or equal {field} as a whole step count "
-                                f"(got {field}={t.warmup_steps:g}); \"auto\" converts a warmup fraction to steps")
-        elif key == "scheduler.params.total_num_steps":
-            if t.max_steps <= 0 or t.max_steps != value:
-                problems.append(f'{key}={value!r} must be "auto" (the step count follows from the data) or equal '
-                                f"{field} (got {t.max_steps})")
-        elif not _same(value, _job_value(job, field)):
-            problems.append(f"{key}={value!r} differs from {field}={_job_value(job, field)!r}; set {key} to \"auto\" "
-                            f"or make the two equal")
-
-    if explicit("train_batch_size"):
-        value = get_dotted(config, "train_batch_size")
-        varied = [f for f in TRAIN_BATCH_FIELDS if f in searched]
-        product = job.resources.num_workers * t.per_device_train_batch_size * t.gradient_accumulation_steps
-        if varied:
-            problems.append(f"the search space varies {varied[0]} but the DeepSpeed config fixes "
-                            f'train_batch_size={value!r}; set it to "auto"')
-        elif not _same(value, product):
-            problems.append(f"train_batch_size={value!r} differs from resources.num_workers x "
-                            f"training.per_device_train_batch_size x training.gradient_accumulation_steps = {product}; "
-                            'set it to "auto"')
-    for key, hf_value, name in (("optimizer.params.betas", ADAM_BETAS, "adam_beta1/adam_beta2"),
-                                ("optimizer.params.eps", ADAM_EPSILON, "adam_epsilon")):
-        if explicit(key) and not _same(get_dotted(config, key), hf_value):
-            problems.append(f'{key}={get_dotted(config, key)!r} differs from TrainingArguments {name}={hf_value!r} '
-                            f'(not configurable in ftplat); set {key} to "auto"')
-
-    if "optimizer" in config and t.optim != "adamw_torch":
-        problems.append(f"training.optim={t.optim!r} would be ignored: the DeepSpeed config defines its own "
-                        "optimizer; remove its optimizer section or leave training.optim at 'adamw_torch'")
-    scheduler = get_dotted(config, "scheduler.type")
-    if scheduler is not None:
-        same_shape = SCHEDULER_EQUIVALENTS.get(scheduler)
-        if same_shape is None:
-            problems.append(f"scheduler.type={scheduler!r} is not one ftplat can match to training.lr_scheduler_type; "
-                            f"use one of {', '.join(SCHEDULER_EQUIVALENTS)} or remove the scheduler section")
-        elif same_shape != t.lr_scheduler_type:
-            problems.append(f"scheduler.type={scheduler!r} (the shape of {same_shape!r}) differs from "
-                            f"training.lr_scheduler_type={t.lr_scheduler_type!r}; remove the DeepSpeed scheduler "
-                            f"section to use the Trainer's schedule, or set lr_scheduler_type to {same_shape!r}")
-    stage = get_dotted(config, "zero_optimization.stage")
-    if stage is not None and (isinstance(stage, bool) or stage not in (0, 1, 2, 3)):
-        problems.append(f"zero_optimization.stage={stage!r} must be 0, 1, 2 or 3")
-    return problems
+    return (_check_auto_fields(config, job, searched)
+            + _check_train_batch_size(config, job, searched)
+            + _check_adam_constants(config)
+            + _check_optimizer_section(config, job)
+            + _check_scheduler_type(config, job)
+            + _check_zero_stage(config))
 
 
 def build_hardware_conflicts(config: dict[str, Any], job) -> list[str]:
@@ -201,7 +254,7 @@ def build_hardware_conflicts(config: dict[str, Any], job) -> list[str]:
 
 def build_deepspeed_config(job, searched: set[str] = frozenset()) -> dict[str, Any] | None:
     """The DeepSpeed config of a job (``None`` without one), checked against the job and the
-    searched parameters. Raises one ``ValueError`` listing every problem."""
+    searched parameters. Raises one ``UserError`` listing every problem."""
     spec = job.training.deepspeed
     if spec is None:
         return None
@@ -209,7 +262,7 @@ def build_deepspeed_config(job, searched: set[str] = frozenset()) -> dict[str, A
     problems = build_conflicts(config, job, set(searched)) + build_hardware_conflicts(config, job)
     if problems:
         where = f"preset {spec!r}" if is_preset(spec) else spec
-        raise ValueError(f"training.deepspeed ({where}): " + "; ".join(problems))
+        raise UserError(f"training.deepspeed ({where}): " + "; ".join(problems))
     return config
 
 

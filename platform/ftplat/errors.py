@@ -1,0 +1,28 @@
+"""The error contract: what the user can fix versus what went wrong while running.
+
+``UserError`` (and ``ConfigError``) carry a one-line message that names the field or argument
+and the fix; the command-line tools print it and exit with code 2, no traceback. Any other
+exception is a runtime failure: the tools log it with its traceback and exit with code 1.
+
+``UserError`` is a ``ValueError`` so code that validates input keeps the project's rule
+("``ValueError`` for user errors"); but a ``ValueError`` raised by a library (transformers,
+pyarrow, Ray) is *not* a ``UserError`` and is reported as a failure, with its traceback.
+"""
+
+from __future__ import annotations
+
+
+class FtplatError(Exception):
+    """Base of the errors ftplat raises on purpose."""
+
+
+class UserError(FtplatError, ValueError):
+    """Bad input the user can fix: the message names the field (or argument) and the fix."""
+
+
+class ConfigError(UserError):
+    """A user error in a config file or a ``key=value`` override."""
+
+
+#: Exit codes of the command-line tools.
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
