@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
+from ftplat.ray_internals import WORKER_START_TIMEOUT_ENV
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 DEFAULT_MODEL = "../shared/models/all-MiniLM-L6-v2"
@@ -23,7 +25,7 @@ DEFAULT_DATA = "../shared/data/imdb"
 # On a loaded machine a Train worker process can take more than Train V2's default 60 s to
 # start (imports of torch and transformers), and the controller then retries forever. A
 # local cluster started by these scripts inherits this environment.
-os.environ.setdefault("RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S", "900")
+os.environ.setdefault(WORKER_START_TIMEOUT_ENV, "900")
 
 
 def build_machine_record() -> dict[str, Any]:
@@ -94,24 +96,17 @@ def read_pieces(results: str, pattern: str, hint: str) -> list[dict]:
     return pieces
 
 
-def build_plain_trainer(job, tables, output_dir: str, **trainer_kwargs):
-    """A plain ``transformers`` Trainer set up as ftplat's worker sets up its own (the same
-    TrainingArguments builder, tokenizer, collator and metrics): the baseline the overhead
-    and HPO benchmarks compare ftplat with. ``trainer_kwargs`` add ``model`` or ``model_init``
-    and callbacks."""
-    from transformers import DataCollatorWithPadding, Trainer
+def build_plain_trainer(job, data, output_dir: str, **trainer_kwargs):
+    """A plain ``transformers`` Trainer set up as ftplat's worker sets up its own (the worker's
+    ``build_trainer``: the same TrainingArguments builder, tokenizer, collator and metrics),
+    without Ray: the baseline the overhead and HPO benchmarks compare ftplat with.
 
-    from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
-    from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import build_tokenizer, compute_classification_metrics
+    ``data`` is the ``TokenizedData`` of ``build_tokenized_tables``. ``trainer_kwargs`` bring
+    ``model`` or ``model_init``, made as a plain HF user makes them (``build_trainer`` seeds
+    only a model it builds itself), and callbacks."""
+    from ftplat.train.worker import build_trainer
 
-    tokenizer = build_tokenizer(job.model)
-    return Trainer(
-        args=build_training_arguments(job, output_dir=output_dir),
-        train_dataset=build_torch_dataset(tables[TRAIN]),
-        eval_dataset=build_torch_dataset(tables[EVAL]),
-        processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_classification_metrics,
-        **trainer_kwargs,
-    )
+    if "model" not in trainer_kwargs and "model_init" not in trainer_kwargs:
+        raise TypeError("build_plain_trainer needs model= or model_init=")
+    return build_trainer(job, train_table=data.train, eval_table=data.eval, output_dir=output_dir,
+                         **trainer_kwargs)

@@ -169,18 +169,19 @@ def main(argv=None) -> int:
         with open(os.path.join(export_dir, "ftplat_export.json")) as f:
             exported = json.load(f)
         test = run_test_eval(export_dir, data_dir, a.test_size, a.max_length, a.threads)
-    w = next(t for t in summary["trials"] if t["trial_id"] == summary["winner"]["trial_id"])
+    w = summary.winner_trial()
     report = {
         "machine": machine,
         "config": {k: v for k, v in vars(a).items() if k not in ("plot_only",)},
         "sweep_wall_s": round(sweep_wall, 1),
-        "trials": [{"trial_id": t["trial_id"], "hyperparameters": t["hyperparameters"], "scores": t["scores"],
-                    "train_samples_per_s": (t["train_result"] or {}).get("train_samples_per_second")}
-                   for t in summary["trials"]],
-        "winner": {"trial_id": w["trial_id"], "hyperparameters": w["hyperparameters"],
-                   "validation_accuracy": w["best_checkpoint"].get("eval_accuracy") if w["best_checkpoint"] else None,
+        "trials": [{"trial_id": t.trial_id, "hyperparameters": t.hyperparameters, "scores": t.scores,
+                    "train_samples_per_s": (t.train_result or {}).get("train_samples_per_second")}
+                   for t in summary.trials],
+        "winner": {"trial_id": w.trial_id, "hyperparameters": w.hyperparameters,
+                   "validation_accuracy": (w.best_checkpoint.value if w.best_checkpoint
+                                           and w.best_checkpoint.metric == "eval_accuracy" else None),
                    "exported_checkpoint": os.path.basename(exported["trial"]["best_checkpoint"]["path"])},
-        "data": summary["data"],
+        "data": summary.data,
         "test": test,
         "recipe": RECIPE,
         "difference_to_recipe": round(test["accuracy"] - RECIPE["test_accuracy"], 4),
@@ -188,7 +189,7 @@ def main(argv=None) -> int:
     with open(out_json, "w") as f:
         json.dump(report, f, indent=2)
     write_plot(report, os.path.join(a.results, "accuracy.png"))
-    print(f"winner {w['trial_id']}: validation {report['winner']['validation_accuracy']}, "
+    print(f"winner {w.trial_id}: validation {report['winner']['validation_accuracy']}, "
           f"test {test['accuracy']:.4f} on {test['rows']} reviews (recipe {RECIPE['test_accuracy']}), "
           f"sweep {sweep_wall:.0f} s", flush=True)
     return 0

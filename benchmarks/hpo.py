@@ -117,13 +117,14 @@ def build_overrides(a: argparse.Namespace, method: str, seed: int, storage: str,
     return out
 
 
-def build_evaluations_from_summary(summary: dict) -> list[dict]:
-    """Chronological evaluations of a sequential sweep (max_concurrent_trials 1)."""
+def build_evaluations_from_summary(summary) -> list[dict]:
+    """Chronological evaluations of a sequential sweep (max_concurrent_trials 1), from its
+    ``SweepSummary``."""
     evals = []
-    for i, trial in enumerate(summary["trials"]):
-        for row in trial["history"]:
-            evals.append({"trial": i, "trial_id": trial["trial_id"], "epoch": row.get("epoch"),
-                          "accuracy": row.get("eval_accuracy"), "hyperparameters": trial["hyperparameters"]})
+    for i, trial in enumerate(summary.trials):
+        for row in trial.history:
+            evals.append({"trial": i, "trial_id": trial.trial_id, "epoch": row.get("epoch"),
+                          "accuracy": row.get("eval_accuracy"), "hyperparameters": trial.hyperparameters})
     return evals
 
 
@@ -136,9 +137,9 @@ def run_ftplat(a, method: str, seed: int, data_dir: str) -> dict:
         start = time.perf_counter()
         summary = run_sweep(job, space)
         wall = time.perf_counter() - start
-    trials = [{"trial_id": t["trial_id"], "status": t["status"], "num_evaluations": t["num_evaluations"],
-               "hyperparameters": t["hyperparameters"], "best_accuracy": t["scores"]["all"]}
-              for t in summary["trials"]]
+    trials = [{"trial_id": t.trial_id, "status": t.status, "num_evaluations": t.num_evaluations,
+               "hyperparameters": t.hyperparameters, "best_accuracy": t.scores["all"]}
+              for t in summary.trials]
     return {"evaluations": build_evaluations_from_summary(summary), "trials": trials, "wall_s": round(wall, 1)}
 
 
@@ -173,8 +174,8 @@ def run_hf(a, method: str, seed: int, data_dir: str) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="hf-hpo-") as out:
         job, _ = load_sweep_configs(None, None, build_overrides(a, method, seed, out, data_dir))
-        tables = build_tokenized_tables(job.data, job.model)
-        trainer = build_plain_trainer(job, tables, out, model_init=lambda trial=None: build_model(job.model),
+        data = build_tokenized_tables(job.data, job.model)
+        trainer = build_plain_trainer(job, data, out, model_init=lambda trial=None: build_model(job.model),
                                       callbacks=[Record()])
         if method == "hf_random":
             search = {"sampler": optuna.samplers.RandomSampler(seed=seed), "pruner": optuna.pruners.NopPruner()}

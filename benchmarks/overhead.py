@@ -55,11 +55,11 @@ def build_configs(a: argparse.Namespace, storage: str):
     ])
 
 
-def run_plain(job, tables) -> dict:
+def run_plain(job, data) -> dict:
     torch.set_num_threads(int(job.resources.cpus_per_worker))
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        trainer = build_plain_trainer(job, tables, out, model=build_model(job.model))
+        trainer = build_plain_trainer(job, data, out, model=build_model(job.model))
         output = trainer.train()
         wall = time.perf_counter() - start
     return {"wall_s": wall, "train_runtime_s": output.metrics["train_runtime"],
@@ -69,12 +69,12 @@ def run_plain(job, tables) -> dict:
 def run_ftplat(job, space) -> dict:
     start = time.perf_counter()
     summary = run_sweep(job, space)
-    wall = time.perf_counter() - start - summary["data"]["seconds"]
-    result = summary["trials"][0]["train_result"]
+    wall = time.perf_counter() - start - summary.data["seconds"]
+    result = summary.trials[0].train_result
     return {"wall_s": wall, "trial_driver_wall_s": result["driver_wall_s"],
             "train_runtime_s": result["train_runtime"],
             "train_samples_per_s": result["train_samples_per_second"],
-            "winner_accuracy": summary["winner"]["score"]}
+            "winner_accuracy": summary.winner.score}
 
 
 def main(argv=None) -> int:
@@ -92,8 +92,8 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as storage:
         job, space = build_configs(a, storage)
-        tables = build_tokenized_tables(job.data, job.model)
-        plain = run_plain(job, tables)
+        data = build_tokenized_tables(job.data, job.model)
+        plain = run_plain(job, data)
         ray.init(address="local", num_cpus=a.threads + 1, include_dashboard=False, logging_level="ERROR")
         try:
             ours = run_ftplat(job, space)

@@ -83,14 +83,14 @@ def run_piece(a, workers: int) -> dict:
         start = time.perf_counter()
         summary = run_sweep(job, space)
         wall = time.perf_counter() - start
-    trial = summary["trials"][0]
-    r = trial["train_result"]
+    trial = summary.trials[0]
+    r = trial.train_result
     piece = {"workers": workers, "machine": machine,
              "config": {k: v for k, v in vars(a).items() if k not in ("full", "aggregate")},
              "train_samples_per_s": r["train_samples_per_second"], "train_runtime_s": r["train_runtime"],
              "trial_driver_wall_s": r["driver_wall_s"], "sweep_wall_s": round(wall, 1),
-             "tokenize_s": summary["data"]["seconds"], "world_size": r.get("world_size"),
-             "global_step": r.get("global_step"), "eval_accuracy": trial["scores"]["last"],
+             "tokenize_s": summary.data["seconds"], "world_size": r.get("world_size"),
+             "global_step": r.get("global_step"), "eval_accuracy": trial.scores["last"],
              "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}
     os.makedirs(a.results, exist_ok=True)
     with open(os.path.join(a.results, f"workers{workers}.json"), "w") as f:

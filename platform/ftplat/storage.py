@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ftplat.errors import UserError
+
 
 def resolve_storage(uri: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem and in-filesystem path of a storage URI or local path."""
@@ -46,7 +48,7 @@ def list_dir_names(uri: str) -> list[str]:
 
 
 def check_writable(uri: str) -> None:
-    """Create ``uri`` and write then delete a probe file; ``ValueError`` naming the field if not."""
+    """Create ``uri`` and write then delete a probe file; ``UserError`` naming the field if not."""
     try:
         fs, path = resolve_storage(uri)
         fs.create_dir(path, recursive=True)
@@ -55,4 +57,4 @@ def check_writable(uri: str) -> None:
             out.write(b"ok")
         fs.delete_file(probe)
     except OSError as exc:
-        raise ValueError(f"storage.storage_path {uri!r} is not writable: {exc}") from None
+        raise UserError(f"storage.storage_path {uri!r} is not writable: {exc}") from None

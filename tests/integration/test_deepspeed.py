@@ -48,7 +48,7 @@ def run_preset_sweep(preset, tiny_model_dir, sentiment_data_dir, tmp_path_factor
     storage = tmp_path_factory.mktemp(f"storage-{preset}")
     job, space = load_sweep_configs(
         None, None, build_deepspeed_overrides(tiny_model_dir, sentiment_data_dir, storage, preset, preset))
-    return job, run_sweep(job, space), Path(storage) / preset
+    return job, run_sweep(job, space).to_dict(), Path(storage) / preset
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +104,9 @@ def test_zero3_winner_exports_and_reproduces_its_accuracy_without_deepspeed(zero
 
     from ftplat.cli.main import main as ftplat_main
     from ftplat.data.preparation import build_tokenized_tables, build_torch_dataset
+    from ftplat.data.tokenizer import build_tokenizer
     from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import build_tokenizer, compute_classification_metrics
+    from ftplat.train.modeling import compute_classification_metrics
 
     job, summary, sweep_dir = zero3_sweep
     out = tmp_path / "export"
@@ -117,7 +118,7 @@ def test_zero3_winner_exports_and_reproduces_its_accuracy_without_deepspeed(zero
     tables = build_tokenized_tables(job.data, job.model)
     tokenizer = build_tokenizer(job.model)
     trainer = Trainer(model=model, args=build_training_arguments(job, output_dir=str(tmp_path / "eval")),
-                      eval_dataset=build_torch_dataset(tables["eval"]), processing_class=tokenizer,
+                      eval_dataset=build_torch_dataset(tables.eval), processing_class=tokenizer,
                       data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_classification_metrics)
     assert not trainer.is_deepspeed_enabled
     recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
@@ -153,7 +154,7 @@ def test_zero3_offload_with_bf16_on_a_gpu(ray_cluster, tiny_model_dir, sentiment
     job, space = load_sweep_configs(None, None, build_deepspeed_overrides(
         tiny_model_dir, sentiment_data_dir, tmp_path, "offload", "zero3_offload", "resources.use_gpu=true",
         "resources.num_workers=1", "resources.max_concurrent_trials=1", "training.bf16=true", "search.num_samples=1"))
-    summary = run_sweep(job, space)
+    summary = run_sweep(job, space).to_dict()
     assert summary["status_counts"] == {"TERMINATED": 1}
     ds = summary["trials"][0]["train_result"]["deepspeed"]
     assert ds["zero_stage"] == 3 and ds["optimizer"] == "DeepSpeedCPUAdam"
@@ -164,7 +165,7 @@ def test_one_worker_keeps_the_distributed_setup_deepspeed_needs(ray_cluster, tin
     job, space = load_sweep_configs(None, None, build_deepspeed_overrides(
         tiny_model_dir, sentiment_data_dir, tmp_path, "one", "zero2", "resources.num_workers=1",
         "training.num_train_epochs=1.0", "search.num_samples=1"))
-    summary = run_sweep(job, space)
+    summary = run_sweep(job, space).to_dict()
     assert summary["status_counts"] == {"TERMINATED": 1}
     result = summary["trials"][0]["train_result"]
     assert result["world_size"] == 1 and result["deepspeed"]["world_size"] == 1

@@ -64,7 +64,7 @@ def test_storage_stays_within_the_policy_bound(ray_cluster, tiny_model_dir, sent
     sampler = StorageSampler(storage / "bounded")
     sampler.start()
     try:
-        summary = run_sweep(job, space)
+        summary = run_sweep(job, space).to_dict()
     finally:
         sampler.stop.set()
         sampler.join()

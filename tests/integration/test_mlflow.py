@@ -42,7 +42,7 @@ def tracked_sweep(ray_cluster, mlflow_server, tiny_model_dir, sentiment_data_dir
         "search.parameters.training.warmup_steps={type: uniform, low: 0.0, high: 0.2}",
         "search.parameters.training.weight_decay={type: uniform, low: 0.0, high: 0.1}",
     ])
-    summary = run_sweep(job, space)
+    summary = run_sweep(job, space).to_dict()
     return MlflowClient(mlflow_server), summary
 
 

@@ -63,7 +63,7 @@ def s3_sweep(s3_endpoint, tiny_model_dir, sentiment_data_dir):
             "retention.keep_top_k_trials=1", "retention.keep_trial_latest=false",
             "resources.local_num_cpus=4"))
         started = time.perf_counter()
-        summary = run_sweep(job, space)
+        summary = run_sweep(job, space).to_dict()
         print(f"S3 sweep: {time.perf_counter() - started:.0f} s")
     finally:
         if restart:  # without the S3 settings: later tests' workers must not inherit them
@@ -136,8 +136,9 @@ def test_export_from_s3_reproduces_the_winner_accuracy(s3_sweep, tmp_path):
 
     from ftplat.cli.main import main as ftplat_main
     from ftplat.data.preparation import build_tokenized_tables, build_torch_dataset
+    from ftplat.data.tokenizer import build_tokenizer
     from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import build_tokenizer, compute_classification_metrics
+    from ftplat.train.modeling import compute_classification_metrics
 
     job, summary, sweep_uri, _ = s3_sweep
     out = tmp_path / "export"
@@ -148,7 +149,7 @@ def test_export_from_s3_reproduces_the_winner_accuracy(s3_sweep, tmp_path):
     tokenizer = build_tokenizer(job.model)
     trainer = Trainer(model=AutoModelForSequenceClassification.from_pretrained(out),
                       args=build_training_arguments(job, output_dir=str(tmp_path / "eval")),
-                      eval_dataset=build_torch_dataset(tables["eval"]), processing_class=tokenizer,
+                      eval_dataset=build_torch_dataset(tables.eval), processing_class=tokenizer,
                       data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_classification_metrics)
     recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
     assert trainer.evaluate()["eval_accuracy"] == pytest.approx(recorded, abs=1e-9)

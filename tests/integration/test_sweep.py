@@ -11,7 +11,7 @@ import ray.train
 from ray.tune import ExperimentAnalysis
 
 from ftplat.config.loading import load_sweep_configs
-from ftplat.tune.scope import SCOPES, compute_scope_scores
+from ftplat.scoring import SCOPES, compute_scope_scores
 from ftplat.tune.sweep import run_sweep
 from sweep_overrides import build_tiny_overrides
 
@@ -25,7 +25,7 @@ def sweep(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path_factory):
         None, None, build_tiny_overrides(tiny_model_dir, sentiment_data_dir, storage, "tiny",
                                          "retention.keep_top_k_trials=1", "retention.keep_trial_latest=false")
     )
-    summary = run_sweep(job, space)
+    summary = run_sweep(job, space).to_dict()
     return job, space, summary, Path(storage) / "tiny"
 
 
@@ -116,8 +116,9 @@ def test_exported_winner_reproduces_its_accuracy(sweep, tmp_path, capsys):
 
     from ftplat.cli.main import main as ftplat_main
     from ftplat.data.preparation import build_tokenized_tables, build_torch_dataset
+    from ftplat.data.tokenizer import build_tokenizer
     from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import build_tokenizer, compute_classification_metrics
+    from ftplat.train.modeling import compute_classification_metrics
 
     job, _, summary, sweep_dir = sweep
     out = tmp_path / "export"
@@ -131,7 +132,7 @@ def test_exported_winner_reproduces_its_accuracy(sweep, tmp_path, capsys):
     tables = build_tokenized_tables(job.data, job.model)
     tokenizer = build_tokenizer(job.model)
     trainer = Trainer(model=model, args=build_training_arguments(job, output_dir=str(tmp_path / "eval")),
-                      eval_dataset=build_torch_dataset(tables["eval"]), processing_class=tokenizer,
+                      eval_dataset=build_torch_dataset(tables.eval), processing_class=tokenizer,
                       data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_classification_metrics)
     recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
     assert trainer.evaluate()["eval_accuracy"] == pytest.approx(recorded, abs=1e-9)

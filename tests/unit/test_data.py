@@ -72,10 +72,10 @@ def test_missing_and_empty_sources(tmp_path):
 def test_tokenized_tables_subset_and_labels(sentiment_data_dir, tiny_model_dir):
     data = DataConfig(source=str(sentiment_data_dir), max_length=16, train_size=100, eval_size=40)
     out = build_tokenized_tables(data, ModelConfig(name_or_path=str(tiny_model_dir)))
-    assert out["train"].num_rows == 100 and out["eval"].num_rows == 40
-    assert {"input_ids", "attention_mask", "labels"} <= set(out["train"].column_names)
-    assert max(len(x) for x in out["train"]["input_ids"].to_pylist()) <= 16
-    assert sum(out["stats"]["train"]["label_counts"].values()) == 100
+    assert out.train.num_rows == 100 and out.eval.num_rows == 40
+    assert {"input_ids", "attention_mask", "labels"} <= set(out.train.column_names)
+    assert max(len(x) for x in out.train["input_ids"].to_pylist()) <= 16
+    assert sum(out.stats["train"]["label_counts"].values()) == 100
 
 
 def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
@@ -87,4 +87,4 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
     for split in ("train", "test"):
         pq.write_table(pa.table({"text": ["a", "b"], "label": ["pos", "neg"]}), tmp_path / f"{split}.parquet")
     out = build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
-    assert out["train"]["labels"].to_pylist() == [1, 0]
+    assert out.train["labels"].to_pylist() == [1, 0]

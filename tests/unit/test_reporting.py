@@ -3,7 +3,7 @@
 import pytest
 
 from ftplat.train.reporting import OBJECTIVE_KEY, build_report_metrics
-from ftplat.tune.scope import SCOPES, compute_scope_scores
+from ftplat.scoring import SCOPES, compute_scope_scores
 
 
 def build_log_history(accuracies):

@@ -16,14 +16,13 @@ from ftplat.checkpoints.gc import (
     DELETE,
     KEEP,
     PRUNE_SNAPSHOT,
-    SNAPSHOT_FILE,
-    build_gc_plan,
-    build_pruned_snapshot,
     format_gc_plan,
+    read_gc_plan,
     run_gc_plan,
-    select_snapshot_names,
 )
 from ftplat.checkpoints.retention import RetentionPolicy
+from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_names
+from ftplat.records import SweepSummary
 
 METRIC = "eval_accuracy"
 ASHA_ORPHAN = "checkpoint_2026-11-22_10-00-00.000000"
@@ -109,7 +108,7 @@ def actions(plan) -> dict[str, str]:
 
 def test_dry_run_plans_and_touches_nothing(sweep):
     before = listing(sweep)
-    plan = build_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True)
+    plan = read_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True)
     assert run_gc_plan(plan, dry_run=True) == []
     assert listing(sweep) == before
     assert actions(plan) == {
@@ -135,7 +134,7 @@ def test_dry_run_plans_and_touches_nothing(sweep):
 
 
 def test_gc_deletes_and_ray_still_restores(sweep):
-    plan = build_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True)
+    plan = read_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True)
     applied = run_gc_plan(plan, dry_run=False)
     assert [a.action for a in applied].count(DELETE) == 5
     assert listing(sweep) == {
@@ -152,13 +151,13 @@ def test_gc_deletes_and_ray_still_restores(sweep):
     best = load_with_ray(sweep / "train-a").get_best_checkpoint(METRIC, "max")
     assert Path(best.path).name == "checkpoint-20"
     # Once applied, the plan deletes nothing more.
-    again = build_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True)
+    again = read_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True)
     assert {a.action for a in again} == {KEEP, DEFER}
 
 
 def test_deleting_the_latest_moves_rays_latest_to_the_newest_survivor(sweep):
     policy = RetentionPolicy(1, keep_top_k_trials=0, keep_trial_latest=False)
-    run_gc_plan(build_gc_plan(str(sweep), policy, greater_is_better=True), dry_run=False)
+    run_gc_plan(read_gc_plan(str(sweep), policy, greater_is_better=True), dry_run=False)
     assert listing(sweep)["train-b"] == {"checkpoint-20"}
     assert listing(sweep)["train-a"] == {"checkpoint-20"}  # the winner keeps its best, flags or not
     assert Path(load_with_ray(sweep / "train-b").checkpoint.path).name == "checkpoint-20"
@@ -204,7 +203,7 @@ def test_unreadable_inputs_are_user_errors(sweep, tmp_path):
     with pytest.raises(ValueError, match="unrecognised Ray checkpoint manager snapshot"):
         build_pruned_snapshot(json.dumps({"ray_version": "9.9", "checkpoints": []}), set())
     with pytest.raises(ValueError, match="no summary.json"):
-        build_gc_plan(str(tmp_path / "nowhere"), RetentionPolicy(1), greater_is_better=True)
+        read_gc_plan(str(tmp_path / "nowhere"), RetentionPolicy(1), greater_is_better=True)
 
 
 def test_gc_through_an_s3_uri(sweep, monkeypatch):
@@ -225,8 +224,8 @@ def test_gc_through_an_s3_uri(sweep, monkeypatch):
             if path.is_file():
                 s3.put_object(Bucket="bkt", Key=f"sweep/{path.relative_to(sweep)}", Body=path.read_bytes())
         policy = RetentionPolicy(2, keep_top_k_trials=1)
-        plan = build_gc_plan("s3://bkt/sweep", policy, greater_is_better=True)
-        local = build_gc_plan(str(sweep), policy, greater_is_better=True)
+        plan = read_gc_plan("s3://bkt/sweep", policy, greater_is_better=True)
+        local = read_gc_plan(str(sweep), policy, greater_is_better=True)
         assert [(a.action, a.reason) for a in plan] == [(a.action, a.reason) for a in local]
         assert sum(a.action == PRUNE_SNAPSHOT for a in plan) == 2
         run_gc_plan(plan, dry_run=False)
@@ -248,7 +247,7 @@ def test_live_plan_deletes_in_running_trials_and_repair_lets_ray_restore(sweep):
     drops too; their snapshot still names the folder until the trial driver repairs it."""
     from ftplat.checkpoints.gc import run_repair_snapshot
 
-    plan = build_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True,
+    plan = read_gc_plan(str(sweep), RetentionPolicy(2, keep_top_k_trials=1), greater_is_better=True,
                          delete_running=True)
     assert actions(plan)["train-c/checkpoint-10"] == DELETE
     assert "train-c/" + SNAPSHOT_FILE not in actions(plan)  # its controller would rewrite it anyway
@@ -276,10 +275,10 @@ def test_live_record_restores_history_a_resume_hid():
     assert is_history_incomplete(seen) and is_history_incomplete([])
     assert not is_history_incomplete([{**seen[0], "num_evaluations": 1}])
     rec = build_live_trial_record("t1", "RUNNING", seen, state, objective_metric=METRIC, mode="max", scope="avg")
-    assert [r["checkpoint_name"] for r in rec["history"]] == ["checkpoint-10", "checkpoint-20", "checkpoint-30"]
-    assert rec["scores"]["avg"] == pytest.approx(0.7)
+    assert [r["checkpoint_name"] for r in rec.history] == ["checkpoint-10", "checkpoint-20", "checkpoint-30"]
+    assert rec.scores["avg"] == pytest.approx(0.7)
     fresh = build_live_trial_record("t2", "TERMINATED", [], None, objective_metric=METRIC, mode="max", scope="last")
-    assert fresh["history"] == [] and fresh["scores"]["last"] is None
+    assert fresh.history == [] and fresh.scores["last"] is None
 
 
 def test_gc_prunes_checkpoints_deleted_while_the_trial_ran_once_it_has_finished(sweep):
@@ -287,11 +286,11 @@ def test_gc_prunes_checkpoints_deleted_while_the_trial_ran_once_it_has_finished(
     naming them in the snapshot they write until the end; once such a trial has finished, gc
     drops them from its snapshot, or ``Result.from_path`` (and a restore) would refuse the run."""
     policy = RetentionPolicy(2)
-    run_gc_plan(build_gc_plan(str(sweep), policy, greater_is_better=True, delete_running=True), dry_run=False)
+    run_gc_plan(read_gc_plan(str(sweep), policy, greater_is_better=True, delete_running=True), dry_run=False)
     assert listing(sweep)["train-c"] == {"checkpoint-20", "checkpoint-30", "checkpoint-40"}
     summary = json.loads((sweep / "summary.json").read_text())
     summary["trials"][2]["status"] = "TERMINATED"
-    plan = build_gc_plan(str(sweep), policy, greater_is_better=True, summary=summary)
+    plan = read_gc_plan(str(sweep), policy, greater_is_better=True, summary=SweepSummary.from_dict(summary))
     # checkpoint-40, never reported, goes as an orphan the snapshot does not name; checkpoint-10,
     # gone already, is what the snapshot still names
     assert [a.path.rsplit("/", 1)[1] for a in plan if "/train-c/" in a.path and a.action == DELETE] == ["checkpoint-40"]

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from ray.tune import ExperimentAnalysis
 from ray.tune.experiment import Trial
 
-from ftplat.tune.scope import SCOPES, compute_scope_scores, compute_scope_stats, select_best
+from ftplat.scoring import SCOPES, compute_scope_scores, compute_scope_stats, select_best
 
 METRIC = "eval_accuracy"
 
@@ -108,7 +108,7 @@ def test_unknown_scope_and_mode_are_errors():
 def test_trials_sort_by_the_count_their_proposer_tagged_them_with():
     from types import SimpleNamespace
 
-    from ftplat.tune.scope import sort_trials_by_creation
+    from ftplat.ray_internals import sort_trials_by_creation
 
     tags = ["10_lr=0.1", "2_lr=0.2", None, "1", "0_lr=0.3", "x_lr=0.4"]
     trials = [SimpleNamespace(experiment_tag=t) for t in tags]

@@ -64,7 +64,8 @@ def test_remote_code_is_off_unless_set(monkeypatch, tiny_model_dir):
 
     from ftplat.config.loading import load_sweep_configs
     from ftplat.config.schema import JobConfig, ModelConfig
-    from ftplat.train.modeling import build_model, build_tokenizer
+    from ftplat.data.tokenizer import build_tokenizer
+    from ftplat.train.modeling import build_model
 
     assert JobConfig().model.trust_remote_code is False
     for name in ("imdb.yaml", "imdb_cpu.yaml"):
@@ -72,7 +73,7 @@ def test_remote_code_is_off_unless_set(monkeypatch, tiny_model_dir):
         assert job.model.trust_remote_code is False, name
     seen = []
     real_tok, real_model = transformers.AutoTokenizer.from_pretrained, transformers.AutoModelForSequenceClassification.from_pretrained
-    monkeypatch.setattr("ftplat.train.modeling.AutoTokenizer.from_pretrained",
+    monkeypatch.setattr("ftplat.data.tokenizer.AutoTokenizer.from_pretrained",
                         lambda *a, **kw: seen.append(kw["trust_remote_code"]) or real_tok(*a, **kw))
     monkeypatch.setattr("ftplat.train.modeling.AutoModelForSequenceClassification.from_pretrained",
                         lambda *a, **kw: seen.append(kw["trust_remote_code"]) or real_model(*a, **kw))

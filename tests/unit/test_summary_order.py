@@ -8,7 +8,7 @@ import pandas as pd
 from ray.tune.experiment import Trial
 
 from ftplat.config.loading import load_sweep_configs
-from ftplat.tune.summary import build_summary
+from ftplat.tune.summary import read_sweep_summary
 
 
 def _trial(trial_id: str, tag: str) -> Trial:
@@ -30,7 +30,7 @@ def test_ties_go_to_the_trial_created_first_not_the_one_stored_first(tmp_path):
     analysis = SimpleNamespace(trials=stored, trial_dataframes={t.trial_id: _history() for t in stored})
     job, space = load_sweep_configs(None, None, [
         "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 3.0e-2}"])
-    summary = build_summary(analysis, sweep_name="s", sweep_path=str(tmp_path), job=job, space=space)
+    summary = read_sweep_summary(analysis, sweep_name="s", sweep_path=str(tmp_path), job=job, space=space).to_dict()
     assert [t["trial_id"] for t in summary["trials"]] == ["first", "second"]
     assert summary["winner"]["trial_id"] == "first"
     assert set(summary["winners_by_scope"].values()) == {"first"}

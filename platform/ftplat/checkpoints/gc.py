@@ -1,12 +1,10 @@
 """Applying a ``RetentionPolicy`` to a sweep in storage: ``ftplat checkpoints gc SWEEP``.
 
-Layout read (local path, NFS mount or ``s3://``, all through pyarrow filesystems)::
+Reads the sweep folder (``ftplat.layout``; local path, NFS mount or ``s3://``, all through
+pyarrow filesystems): ``summary.json`` for the trials, statuses, scores and histories, each
+Train run's checkpoint folders, and each run's Ray snapshot of tracked checkpoints.
 
-    {sweep}/summary.json                                  trials, statuses, scores, histories
-    {sweep}/train-{trial_id}/checkpoint_manager_snapshot.json   Ray Train V2's tracked checkpoints
-    {sweep}/train-{trial_id}/checkpoint-{step}/           one per reported evaluation
-
-The kept set comes from ``retention.select_sweep_partition`` over the histories in ``summary.json``
+The kept set comes from ``retention.select_sweep_partition`` over the trials' histories
 (every reported checkpoint, deleted or not, so re-running gc is idempotent). On top of it:
 
 * A checkpoint folder no history row names is an orphan (an ASHA-stopped trial leaves these):
@@ -27,12 +25,10 @@ The kept set comes from ``retention.select_sweep_partition`` over the histories 
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
-import re
-from collections.abc import Collection, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import pyarrow.fs as pafs
 
@@ -42,22 +38,13 @@ from ftplat.checkpoints.retention import (
     TrialCheckpoints,
     select_sweep_partition,
 )
+from ftplat.errors import UserError
+from ftplat.layout import is_checkpoint_folder, parse_checkpoint_step, parse_train_run_name
+from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_names
+from ftplat.records import CHECKPOINT_NAME_KEY, SweepSummary, TrialRecord
 from ftplat.storage import join_uri, resolve_storage
 
-SUMMARY_FILE = "summary.json"
-# ray.train.v2._internal.constants.CHECKPOINT_MANAGER_SNAPSHOT_FILENAME (Ray 2.60).
-SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
-TRAIN_RUN_PREFIX = "train-"
-# ftplat names checkpoints checkpoint-{step}; Ray's default is checkpoint_<timestamp>.
-CHECKPOINT_PREFIX = "checkpoint"
-# Tune statuses after which a trial writes nothing more (PENDING and PAUSED ones come back).
-FINISHED_STATUSES = frozenset({"TERMINATED", "ERROR"})
 KEEP, DELETE, DEFER, PRUNE_SNAPSHOT = "keep", "delete", "defer", "prune-snapshot"
-_SNAPSHOT_KEYS = ("checkpoint_results", "checkpoint_report_indices", "latest_checkpoint_result",
-                  "pending_training_results", "pending_validation_specs")
-_SNAPSHOT_NAME_LISTS = ("validated_checkpoint_dir_names", "timed_out_validation_checkpoint_dir_names",
-                        "failed_validation_checkpoint_dir_names")
-_STEP_RE = re.compile(r"^checkpoint-(\d+)$")
 
 
 class GcAction(NamedTuple):
@@ -68,35 +55,33 @@ class GcAction(NamedTuple):
     reason: str
 
 
-def build_trials_from_summary(summary: dict[str, Any]) -> list[TrialCheckpoints]:
-    """Every trial's reported checkpoints, status and scope score, in the summary's order.
+def build_trial_checkpoints(record: TrialRecord, *, metric_for_best_model: str, scope: str) -> TrialCheckpoints:
+    """A trial's reported checkpoints, status and scope score, as the retention policy sees them.
 
     A checkpoint reported twice (a restarted trial overwrites the folder) takes its last row.
     """
-    metric, scope = summary["metric_for_best_model"], summary["scope"]
-    trials = []
-    for rec in summary["trials"]:
-        rows = {row["checkpoint_name"]: row for row in rec.get("history", []) if row.get("checkpoint_name")}
-        checkpoints = []
-        for name, row in rows.items():
-            match = _STEP_RE.match(name)
-            step = int(match.group(1)) if match else row.get("step")
-            if step is None:
-                raise ValueError(f"trial {rec['trial_id']}: no step for checkpoint {name!r} in summary.json")
-            value = row.get(metric)
-            checkpoints.append(CheckpointInfo(name, step, None if value is None else float(value)))
-        trials.append(TrialCheckpoints(
-            trial_id=rec["trial_id"],
-            checkpoints=checkpoints,
-            running=rec["status"] not in FINISHED_STATUSES,
-            scope_score=(rec.get("scores") or {}).get(scope),
-        ))
-    return trials
+    rows = {row[CHECKPOINT_NAME_KEY]: row for row in record.history if row.get(CHECKPOINT_NAME_KEY)}
+    checkpoints = []
+    for name, row in rows.items():
+        step = parse_checkpoint_step(name)
+        step = row.get("step") if step is None else step
+        if step is None:
+            raise UserError(f"trial {record.trial_id}: no step for checkpoint {name!r} in summary.json")
+        value = row.get(metric_for_best_model)
+        checkpoints.append(CheckpointInfo(name, step, None if value is None else float(value)))
+    return TrialCheckpoints(trial_id=record.trial_id, checkpoints=checkpoints, running=not record.finished,
+                            scope_score=record.scores.get(scope))
+
+
+def build_trials_from_summary(summary: SweepSummary) -> list[TrialCheckpoints]:
+    """Every trial of the summary as the retention policy sees it, in the summary's order."""
+    return [build_trial_checkpoints(rec, metric_for_best_model=summary.metric_for_best_model, scope=summary.scope)
+            for rec in summary.trials]
 
 
 def _folder_order(name: str) -> tuple[int, str]:
-    match = _STEP_RE.match(name)
-    return (int(match.group(1)) if match else -1, name)
+    step = parse_checkpoint_step(name)
+    return (-1 if step is None else step, name)
 
 
 def _select_folder_action(
@@ -116,36 +101,38 @@ def _select_folder_action(
 
 
 def select_gc_plan(
-    summary: dict[str, Any],
+    trials: Sequence[TrialCheckpoints],
     folders: dict[str, list[str]],
     tracked: dict[str, set[str]],
     policy: RetentionPolicy,
     *,
+    mode: str,
     greater_is_better: bool,
+    winner_trial_id: str | None,
     sweep_uri: str,
     delete_running: bool = False,
 ) -> list[GcAction]:
     """The plan for listed storage, in the order ``run_gc_plan`` applies it.
 
     Args:
-        summary: the sweep's ``summary.json``.
+        trials: every trial of the sweep in creation order (``build_trials_from_summary``).
         folders: ``{train-run folder: [its checkpoint folder names]}`` as found in storage.
         tracked: ``{train-run folder: checkpoint names its Ray snapshot tracks}``, for the runs
             that have a snapshot.
         policy: what to keep.
+        mode: direction of the trials' scope scores.
         greater_is_better: direction of ``metric_for_best_model``.
+        winner_trial_id: the sweep's winner, when it has one.
         sweep_uri: the sweep folder, the base of the paths in the plan.
         delete_running: delete (rather than defer) what the policy drops from running
             trials; only for a caller whose trial drivers repair snapshots before restoring.
     """
-    trials = build_trials_from_summary(summary)
-    kwargs = dict(mode=summary["objective"]["mode"], greater_is_better=greater_is_better,
-                  winner_trial_id=(summary.get("winner") or {}).get("trial_id"))
-    kept, deleted = select_sweep_partition(trials, policy, **kwargs)
+    kept, deleted = select_sweep_partition(trials, policy, mode=mode, greater_is_better=greater_is_better,
+                                           winner_trial_id=winner_trial_id)
     by_id = {t.trial_id: t for t in trials}
     plan: list[GcAction] = []
     for run in sorted(folders):
-        trial = by_id.get(run[len(TRAIN_RUN_PREFIX):])
+        trial = by_id.get(parse_train_run_name(run))
         if trial is None:
             plan.append(GcAction(join_uri(sweep_uri, run), KEEP, "trial not in summary.json: left alone"))
             continue
@@ -177,79 +164,42 @@ def _read_text(fs: pafs.FileSystem, path: str) -> str | None:
         return src.read().decode("utf-8")
 
 
-def select_snapshot_names(snapshot_json: str) -> set[str]:
-    """Every checkpoint folder a Ray Train V2 snapshot refers to."""
-    state = _parse_snapshot(snapshot_json)
-    entries = [*state["checkpoint_results"], *state["pending_training_results"]]
-    if state["latest_checkpoint_result"] is not None:
-        entries.append(state["latest_checkpoint_result"])
-    return {entry["checkpoint_dir_name"] for entry in entries}
-
-
-def build_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bool,
-                  summary: dict[str, Any] | None = None, *, delete_running: bool = False) -> list[GcAction]:
-    """Read the sweep's storage listing (no writes) and plan the gc; the summary is read from
-    ``summary.json`` unless the sweep driver passes the one it is about to write."""
+def read_storage_listing(sweep_uri: str) -> tuple[str, dict[str, list[str]], dict[str, set[str]]]:
+    """(absolute sweep URI, checkpoint folders by Train run, snapshot-tracked names by Train run)."""
     if "://" not in sweep_uri:
         # pyarrow wants absolute local paths; the CLI may be given a relative one.
         sweep_uri = os.path.abspath(sweep_uri)
     fs, root = resolve_storage(sweep_uri)
-    if summary is None:
-        text = _read_text(fs, posixpath.join(root, SUMMARY_FILE))
-        if text is None:
-            raise ValueError(f"no {SUMMARY_FILE} in {sweep_uri}: not an ftplat sweep folder, or it has not ended")
-        summary = json.loads(text)
     folders, tracked = {}, {}
     for run in _list_dirs(fs, root):
-        if not run.startswith(TRAIN_RUN_PREFIX):
+        if parse_train_run_name(run) is None:
             continue
         run_path = posixpath.join(root, run)
-        folders[run] = [n for n in _list_dirs(fs, run_path) if n.startswith(CHECKPOINT_PREFIX)]
+        folders[run] = [n for n in _list_dirs(fs, run_path) if is_checkpoint_folder(n)]
         snapshot = _read_text(fs, posixpath.join(run_path, SNAPSHOT_FILE))
         if snapshot is not None:
             tracked[run] = select_snapshot_names(snapshot)
-    return select_gc_plan(summary, folders, tracked, policy, greater_is_better=greater_is_better,
-                          sweep_uri=sweep_uri, delete_running=delete_running)
+    return sweep_uri, folders, tracked
 
 
-def _parse_snapshot(snapshot_json: str) -> dict[str, Any]:
-    state = json.loads(snapshot_json)
-    missing = [k for k in _SNAPSHOT_KEYS if k not in state]
-    if missing or len(state["checkpoint_results"]) != len(state["checkpoint_report_indices"]):
-        # Another Ray version's layout: better to stop than to write a snapshot Ray rejects.
-        raise ValueError(f"unrecognised Ray checkpoint manager snapshot (missing {missing or 'consistency'})")
-    return state
+def read_trials_gc_plan(sweep_uri: str, trials: Sequence[TrialCheckpoints], policy: RetentionPolicy, *,
+                        mode: str, greater_is_better: bool, winner_trial_id: str | None,
+                        delete_running: bool = False) -> list[GcAction]:
+    """Read the sweep's storage listing (no writes) and plan the gc of ``trials``."""
+    sweep_uri, folders, tracked = read_storage_listing(sweep_uri)
+    return select_gc_plan(trials, folders, tracked, policy, mode=mode, greater_is_better=greater_is_better,
+                          winner_trial_id=winner_trial_id, sweep_uri=sweep_uri, delete_running=delete_running)
 
 
-def build_pruned_snapshot(snapshot_json: str, kept_names: Collection[str]) -> str:
-    """A Ray Train V2 ``checkpoint_manager_snapshot.json`` without the checkpoints not in
-    ``kept_names``, still loadable by Ray's ``CheckpointManager._load_state``.
-
-    The per-checkpoint lists stay parallel (results with report indices, pending results with
-    validation specs). If the latest checkpoint goes, the latest becomes the surviving
-    checkpoint reported last (none if nothing survives): Ray looks the latest up among the
-    results, and a restore resumes from it. Everything else (``ray_version``,
-    ``current_report_index``, unknown keys) is left as it was.
-    """
-    state = _parse_snapshot(snapshot_json)
-    kept_names = set(kept_names)
-
-    def keep(entry: dict) -> bool:
-        return entry["checkpoint_dir_name"] in kept_names
-
-    results = [(r, i) for r, i in zip(state["checkpoint_results"], state["checkpoint_report_indices"]) if keep(r)]
-    state["checkpoint_results"] = [r for r, _ in results]
-    state["checkpoint_report_indices"] = [i for _, i in results]
-    pending = [(r, v) for r, v in zip(state["pending_training_results"], state["pending_validation_specs"]) if keep(r)]
-    state["pending_training_results"] = [r for r, _ in pending]
-    state["pending_validation_specs"] = [v for _, v in pending]
-    for key in _SNAPSHOT_NAME_LISTS:
-        if key in state:
-            state[key] = [name for name in state[key] if name in kept_names]
-    latest = state["latest_checkpoint_result"]
-    if latest is not None and not keep(latest):
-        state["latest_checkpoint_result"] = max(results, key=lambda ri: ri[1])[0] if results else None
-    return json.dumps(state, separators=(",", ":"))
+def read_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bool,
+                 summary: SweepSummary | None = None, *, delete_running: bool = False) -> list[GcAction]:
+    """Plan the gc of a sweep from its summary (read from ``summary.json`` unless the sweep
+    driver passes the one it is about to write) and its storage listing."""
+    summary = summary if summary is not None else SweepSummary.read(sweep_uri)
+    return read_trials_gc_plan(sweep_uri, build_trials_from_summary(summary), policy, mode=summary.objective.mode,
+                               greater_is_better=greater_is_better,
+                               winner_trial_id=summary.winner.trial_id if summary.winner else None,
+                               delete_running=delete_running)
 
 
 def format_gc_plan(plan: Sequence[GcAction]) -> str:
@@ -292,13 +242,6 @@ def _write_text_atomically(fs: pafs.FileSystem, path: str, text: str) -> None:
     with fs.open_output_stream(tmp) as out:
         out.write(text.encode("utf-8"))
     fs.move(tmp, path)
-
-
-def run_gc(sweep_uri: str, policy: RetentionPolicy, *, greater_is_better: bool, dry_run: bool) -> list[GcAction]:
-    """Plan and (unless ``dry_run``) apply the gc of one sweep; returns the plan."""
-    plan = build_gc_plan(sweep_uri, policy, greater_is_better)
-    run_gc_plan(plan, dry_run)
-    return plan
 
 
 def run_repair_snapshot(run_uri: str) -> set[str]:

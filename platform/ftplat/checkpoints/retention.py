@@ -25,7 +25,8 @@ Sweep-wide policy
 ``select_sweep_keep`` applies a ``RetentionPolicy``. ``R(t)`` is trial t's HF set above.
 Trials are ranked by scope score under ``mode``; NaN, infinite and missing scores rank last
 (the winner rule skips them), ties go to the earlier trial in the given order, which callers
-make creation order (``ftplat.tune.scope.sort_trials_by_creation``), as for the winner. A
+make creation order (``ftplat.ray_internals.sort_trials_by_creation``), as for the winner.
+The rules themselves (HF's best, the ranking) are ``ftplat.scoring``'s. A
 finished trial is *in the top K* when fewer than K **finished** trials rank above it. Once
 every trial has finished this is the plain top K; before that, a finished trial leaves the
 top K only when K finished trials beat it, because a running trial may still end below it and
@@ -53,11 +54,12 @@ final winner was running or the leading finished trial all along. The unit tests
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-MODES = ("max", "min")
+from ftplat.errors import UserError
+from ftplat.scoring import rank_by_score, select_hf_best
+
 Key = tuple[str, str]
 """(trial_id, checkpoint name)"""
 
@@ -83,10 +85,10 @@ class RetentionPolicy:
         _check_limit(self.save_total_limit)
         k = self.keep_top_k_trials
         if k is not None and (not _is_int(k) or k < 0):
-            raise ValueError(f"keep_top_k_trials must be None (every trial) or an integer >= 0, got {k!r}")
+            raise UserError(f"keep_top_k_trials must be None (every trial) or an integer >= 0, got {k!r}")
         for flag in ("keep_trial_best", "keep_trial_latest"):
             if not isinstance(getattr(self, flag), bool):
-                raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+                raise UserError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
 
 
 @dataclass(frozen=True)
@@ -120,12 +122,7 @@ def _is_int(value) -> bool:
 
 def _check_limit(save_total_limit) -> None:
     if not _is_int(save_total_limit) or save_total_limit < 1:
-        raise ValueError(f"save_total_limit must be an integer >= 1, got {save_total_limit!r}")
-
-
-def _check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+        raise UserError(f"save_total_limit must be an integer >= 1, got {save_total_limit!r}")
 
 
 def _sorted_by_step(checkpoints: Sequence[CheckpointInfo], owner: str = "checkpoints") -> list[CheckpointInfo]:
@@ -133,23 +130,15 @@ def _sorted_by_step(checkpoints: Sequence[CheckpointInfo], owner: str = "checkpo
     names = [c.name for c in checkpoints]
     steps = [c.step for c in checkpoints]
     if len(set(names)) != len(names):
-        raise ValueError(f"{owner}: duplicate checkpoint names in {sorted(names)}")
+        raise UserError(f"{owner}: duplicate checkpoint names in {sorted(names)}")
     if len(set(steps)) != len(steps):
-        raise ValueError(f"{owner}: two checkpoints share a step in {sorted(steps)}")
+        raise UserError(f"{owner}: two checkpoints share a step in {sorted(steps)}")
     return sorted(checkpoints, key=lambda c: c.step)
 
 
 def select_trial_best(checkpoints: Sequence[CheckpointInfo], greater_is_better: bool) -> CheckpointInfo | None:
     """The checkpoint HF records as ``best_model_checkpoint`` (rule in the module docstring)."""
-    bound = -math.inf if greater_is_better else math.inf
-    best = None
-    for ckpt in _sorted_by_step(checkpoints):
-        value = ckpt.metric_value
-        if value is None or math.isnan(value):
-            continue
-        if (value > bound) if greater_is_better else (value < bound):
-            best, bound = ckpt, value
-    return best
+    return select_hf_best(_sorted_by_step(checkpoints), lambda c: c.metric_value, greater_is_better)
 
 
 def select_trial_keep(
@@ -173,17 +162,9 @@ def select_trial_keep(
     return {c.name: reasons[c.name] for c in ordered if c.name in kept}
 
 
-def _rank_key(score: float | None, mode: str) -> tuple[int, float]:
-    if score is None or not math.isfinite(score):
-        return (1, 0.0)
-    return (0, -score if mode == "max" else score)
-
-
 def select_trial_ranking(trials: Sequence[TrialCheckpoints], mode: str) -> list[str]:
     """Trial ids best first by scope score; non-finite or missing last; ties keep input order."""
-    _check_mode(mode)
-    order = sorted(range(len(trials)), key=lambda i: (*_rank_key(trials[i].scope_score, mode), i))
-    return [trials[i].trial_id for i in order]
+    return [trials[i].trial_id for i in rank_by_score([t.scope_score for t in trials], mode)]
 
 
 def _latest(checkpoints: Sequence[CheckpointInfo]) -> CheckpointInfo | None:
@@ -232,9 +213,9 @@ def _decide(
     """(kept, deleted), each ``{(trial_id, name): reason}``, covering every checkpoint."""
     ids = [t.trial_id for t in trials]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"duplicate trial ids in {ids}")
+        raise UserError(f"duplicate trial ids in {ids}")
     if winner_trial_id is not None and winner_trial_id not in ids:
-        raise ValueError(f"winner trial {winner_trial_id!r} is not one of the trials {ids}")
+        raise UserError(f"winner trial {winner_trial_id!r} is not one of the trials {ids}")
     by_id = {t.trial_id: t for t in trials}
     finished_ranking = [tid for tid in select_trial_ranking(trials, mode) if not by_id[tid].running]
     finished_rank = {tid: rank for rank, tid in enumerate(finished_ranking, start=1)}

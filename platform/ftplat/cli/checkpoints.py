@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ftplat.cli.sweep import EXIT_USAGE
+from ftplat.errors import EXIT_OK, EXIT_USAGE, UserError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -23,28 +23,27 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat checkpoints") -> int:
     args = build_parser(prog).parse_args(argv)
-    from ftplat.checkpoints.gc import SUMMARY_FILE, build_gc_plan, format_gc_plan, run_gc_plan
+    from ftplat.checkpoints.gc import format_gc_plan, read_gc_plan, run_gc_plan
     from ftplat.checkpoints.retention import RetentionPolicy
-    from ftplat.storage import join_uri, path_exists, read_json
+    from ftplat.ray_internals import check_ray_version
+    from ftplat.records import SweepSummary
 
     try:
-        summary_uri = join_uri(args.sweep, SUMMARY_FILE)
-        if not path_exists(summary_uri):
-            raise ValueError(f"SWEEP {args.sweep!r} has no summary.json: not a finished ftplat sweep folder")
-        summary = read_json(summary_uri)
-        saved = summary.get("retention") or {}
+        check_ray_version()  # gc rewrites Ray's checkpoint snapshots
+        summary = SweepSummary.read(args.sweep)
+        saved = summary.retention
         policy = RetentionPolicy(
-            save_total_limit=args.save_total_limit or summary.get("save_total_limit", 2),
+            save_total_limit=args.save_total_limit or summary.save_total_limit or 2,
             keep_top_k_trials=args.keep_top_k_trials if args.keep_top_k_trials is not None
             else saved.get("keep_top_k_trials"),
             keep_trial_best=not args.no_trial_best and saved.get("keep_trial_best", True),
             keep_trial_latest=not args.no_trial_latest and saved.get("keep_trial_latest", True),
         )
-        plan = build_gc_plan(args.sweep, policy, summary.get("greater_is_better", True), summary=summary)
-    except ValueError as exc:
+        plan = read_gc_plan(args.sweep, policy, summary.greater_is_better, summary=summary)
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(format_gc_plan(plan))
     applied = run_gc_plan(plan, dry_run=args.dry_run)
     print("dry run: nothing deleted" if args.dry_run else f"applied {len(applied)} actions")
-    return 0
+    return EXIT_OK

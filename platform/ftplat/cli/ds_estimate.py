@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ftplat.cli.sweep import EXIT_USAGE
+from ftplat.errors import EXIT_USAGE, UserError
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> int:
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> 
 
     try:
         model = build_meta_model(args.model, trust_remote_code=args.trust_remote_code)
-    except ValueError as exc:
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     print(build_estimate_report(model, num_gpus=args.num_gpus, num_nodes=args.num_nodes), end="")

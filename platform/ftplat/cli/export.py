@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ftplat.cli.sweep import EXIT_USAGE
+from ftplat.errors import EXIT_USAGE, UserError
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
 
     try:
         record = run_export(args.sweep, args.out_dir)
-    except ValueError as exc:
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     trial = record["trial"]

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from ftplat.cli.sweep import EXIT_USAGE
+from ftplat.errors import EXIT_USAGE
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat predict") -> int:

@@ -7,8 +7,9 @@ import logging
 import sys
 
 from ftplat.config.loading import load_sweep_configs
+from ftplat.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
-EXIT_USAGE = 2
+logger = logging.getLogger(__name__)
 
 EPILOG = """\
 overrides: key=value pairs into the job config (training.learning_rate=3.0e-5,
@@ -51,17 +52,22 @@ def configure_logging() -> None:
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
+    """Exit 0 with a winner, 2 on a user error (one line, no traceback), 1 on any other
+    failure (logged with its traceback) or when no trial produced a score."""
     args = build_parser(prog).parse_args(argv)
     configure_logging()
     try:
         job, space = load_sweep_configs(args.config, args.search_space, build_overrides(args))
         if args.resume and not job.storage.sweep_name:
-            raise ValueError("--resume needs the sweep's name: pass --name NAME")
+            raise UserError("--resume needs the sweep's name: pass --name NAME")
         # Heavy imports (torch, Ray, transformers) only once the configs are known good.
         from ftplat.tune.sweep import run_sweep
 
         summary = run_sweep(job, space, resume=args.resume)
-    except ValueError as exc:
+    except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return 0 if summary["winner"] is not None else 1
+    except Exception:  # noqa: BLE001 - the CLI's contract: a traceback in the log, exit 1
+        logger.exception("The sweep failed")
+        return EXIT_FAILURE
+    return EXIT_OK if summary.winner is not None else EXIT_FAILURE

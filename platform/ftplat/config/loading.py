@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig, check_against_job
+from ftplat.errors import ConfigError
 from ftplat.zero.config import build_sweep_deepspeed_configs, is_preset
 
 M = TypeVar("M", bound=BaseModel)
@@ -19,10 +20,6 @@ M = TypeVar("M", bound=BaseModel)
 _FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 #: Prefix that sends a command-line override to the search space instead of the job config.
 SEARCH_PREFIX = "search."
-
-
-class ConfigError(ValueError):
-    """A user error in a config file or override; the message is one line naming the field."""
 
 
 def _describe_input(value: Any) -> str:

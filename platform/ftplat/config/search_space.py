@@ -14,7 +14,6 @@ from pydantic import Field, field_validator, model_validator
 
 from ftplat.config.schema import JobConfig, StrictModel, normalize_eval_metric
 
-SCOPES = ("last", "avg", "last-5-avg", "last-10-avg", "all")
 Scope = Literal["last", "avg", "last-5-avg", "last-10-avg", "all"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import datasets
@@ -18,11 +19,31 @@ import pyarrow as pa
 
 from ftplat.config.schema import DataConfig, ModelConfig
 from ftplat.data.sources import load_raw_splits
-from ftplat.train.modeling import build_tokenizer
+from ftplat.data.tokenizer import build_tokenizer
+from ftplat.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 TRAIN, EVAL = "train", "eval"
+
+
+@dataclass(frozen=True)
+class TokenizedData:
+    """The tokenized splits and what was read to make them.
+
+    ``train`` and ``eval`` hold ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when
+    the tokenizer makes them) and ``labels``. ``stats`` has one entry per role (``split``,
+    ``rows``, ``label_counts``) and ``seconds``, the time taken to load and tokenize.
+    """
+
+    train: pa.Table
+    eval: pa.Table
+    stats: dict[str, Any]
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The tables by role, the plain dict that goes into Ray's object store (workers read
+        it without importing this class)."""
+        return {TRAIN: self.train, EVAL: self.eval}
 
 
 def build_stratified_indices(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
@@ -46,35 +67,31 @@ def _encode_labels(ds: datasets.Dataset, data: DataConfig, model: ModelConfig, s
         label2id = {v: k for k, v in (model.id2label or {}).items()}
         unknown = sorted(set(values.tolist()) - set(label2id))
         if unknown:
-            raise ValueError(
+            raise UserError(
                 f"data.label_column {data.label_column!r} of split {split!r} holds labels "
                 f"{unknown[:5]} that model.id2label {model.id2label} does not name"
             )
         return np.asarray([label2id[v] for v in values.tolist()], dtype=np.int64)
     if values.dtype.kind not in "iu" and not (values.dtype.kind == "f" and np.all(values == np.round(values))):
-        raise ValueError(f"data.label_column {data.label_column!r} of split {split!r} is not integer class ids")
+        raise UserError(f"data.label_column {data.label_column!r} of split {split!r} is not integer class ids")
     values = values.astype(np.int64)
     bad = values[(values < 0) | (values >= model.num_labels)]
     if bad.size:
-        raise ValueError(
+        raise UserError(
             f"data.label_column {data.label_column!r} of split {split!r} has label {int(bad[0])} "
             f"outside 0..{model.num_labels - 1}; set model.num_labels (and model.id2label) to match"
         )
     return values
 
 
-def build_tokenized_tables(data: DataConfig, model: ModelConfig) -> dict[str, Any]:
-    """Load, subset, check and tokenize the data.
-
-    Returns ``{"train": pa.Table, "eval": pa.Table, "stats": {...}}``; the tables hold
-    ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when the tokenizer makes them)
-    and ``labels``.
-    """
+def build_tokenized_tables(data: DataConfig, model: ModelConfig) -> TokenizedData:
+    """Load, subset, check and tokenize the data."""
     start = time.perf_counter()
     raw = load_raw_splits(data)
     tokenizer = build_tokenizer(model)
     sizes = {TRAIN: (data.train_split, data.train_size), EVAL: (data.eval_split, data.eval_size)}
-    out: dict[str, Any] = {"stats": {}}
+    tables: dict[str, pa.Table] = {}
+    stats: dict[str, Any] = {}
     for role, (split, size) in sizes.items():
         ds = raw[split]
         labels = _encode_labels(ds, data, model, split)
@@ -84,7 +101,7 @@ def build_tokenized_tables(data: DataConfig, model: ModelConfig) -> dict[str, An
         texts = ds[data.text_column]
         texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
         if any(not isinstance(t, str) for t in texts):
-            raise ValueError(f"data.text_column {data.text_column!r} of split {split!r} holds non-text values")
+            raise UserError(f"data.text_column {data.text_column!r} of split {split!r} holds non-text values")
         encoded = tokenizer(
             texts,
             truncation=True,
@@ -93,18 +110,18 @@ def build_tokenized_tables(data: DataConfig, model: ModelConfig) -> dict[str, An
         )
         columns = {k: encoded[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded}
         columns["labels"] = labels.tolist()
-        out[role] = pa.table(columns)
-        out["stats"][role] = {
+        tables[role] = pa.table(columns)
+        stats[role] = {
             "split": split,
             "rows": len(labels),
             "label_counts": {int(c): int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
         }
-    out["stats"]["seconds"] = round(time.perf_counter() - start, 2)
+    stats["seconds"] = round(time.perf_counter() - start, 2)
     logger.info(
         "Tokenized %d train / %d eval examples in %.1fs",
-        out["stats"][TRAIN]["rows"], out["stats"][EVAL]["rows"], out["stats"]["seconds"],
+        stats[TRAIN]["rows"], stats[EVAL]["rows"], stats["seconds"],
     )
-    return out
+    return TokenizedData(train=tables[TRAIN], eval=tables[EVAL], stats=stats)
 
 
 def build_torch_dataset(table: pa.Table) -> datasets.Dataset:

@@ -9,6 +9,7 @@ from pathlib import Path
 import datasets
 
 from ftplat.config.schema import DataConfig, looks_like_local_path
+from ftplat.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def load_local_splits(path: Path, cfg: DataConfig) -> dict[str, datasets.Dataset
         present = [s for s in wanted if (acl_root / s / "pos").is_dir()]
         missing = set(wanted) - set(present)
         if missing:
-            raise ValueError(
+            raise UserError(
                 f"data.source {str(path)!r}: aclImdb folder has no split {sorted(missing)}; "
                 "it has train and test"
             )
@@ -65,14 +66,14 @@ def load_local_splits(path: Path, cfg: DataConfig) -> dict[str, datasets.Dataset
             files_by_split[_split_of(file)].append(str(file))
             builders.add(builder)
     if not files_by_split:
-        raise ValueError(
+        raise UserError(
             f"data.source {str(path)!r}: no parquet, CSV or JSON files and no aclImdb folder found"
         )
     if len(builders) > 1:
-        raise ValueError(f"data.source {str(path)!r}: mixes file formats {sorted(builders)}; keep one")
+        raise UserError(f"data.source {str(path)!r}: mixes file formats {sorted(builders)}; keep one")
     missing = [s for s in wanted if s not in files_by_split]
     if missing:
-        raise ValueError(
+        raise UserError(
             f"data.source {str(path)!r}: no files for split(s) {missing} (found splits "
             f"{sorted(files_by_split)}); name files after their split, e.g. train.parquet, "
             "or set data.train_split / data.eval_split"
@@ -88,20 +89,20 @@ def load_raw_splits(cfg: DataConfig) -> dict[str, datasets.Dataset]:
     if looks_like_local_path(cfg.source):
         path = Path(cfg.source).expanduser()
         if not path.exists():
-            raise ValueError(f"data.source {cfg.source!r} does not exist; give a local path or a hub id")
+            raise UserError(f"data.source {cfg.source!r} does not exist; give a local path or a hub id")
         splits = load_local_splits(path, cfg)
     else:
         logger.info("Loading %s from the Hugging Face hub", cfg.source)
         loaded = datasets.load_dataset(cfg.source)
         missing = [s for s in (cfg.train_split, cfg.eval_split) if s not in loaded]
         if missing:
-            raise ValueError(f"data.source {cfg.source!r} has no split(s) {missing}; it has {list(loaded)}")
+            raise UserError(f"data.source {cfg.source!r} has no split(s) {missing}; it has {list(loaded)}")
         splits = {s: loaded[s] for s in (cfg.train_split, cfg.eval_split)}
 
     for split, ds in splits.items():
         for field, column in (("text_column", cfg.text_column), ("label_column", cfg.label_column)):
             if column not in ds.column_names:
-                raise ValueError(
+                raise UserError(
                     f"data.{field} {column!r} is not a column of split {split!r} of "
                     f"{cfg.source!r}; its columns are {ds.column_names}"
                 )

@@ -10,50 +10,52 @@ import tempfile
 from typing import Any
 
 from ftplat.checkpoints.export import run_copy_model_files
+from ftplat.layout import SUMMARY_FILE
+from ftplat.records import SweepSummary, TrialRecord
+from ftplat.scoring import SCOPES
 from ftplat.tracking.runs import build_client, find_trial_run_id, redact_config
-from ftplat.tune.scope import SCOPES
 
 logger = logging.getLogger(__name__)
 
 
-def build_trial_status(record: dict[str, Any], full_length: int) -> str:
+def build_trial_status(record: TrialRecord, full_length: int) -> str:
     """MLflow status mirroring Tune: errors FAILED, trials stopped early (ASHA) KILLED."""
-    if record["status"] == "ERROR":
+    if record.status == "ERROR":
         return "FAILED"
-    if record["status"] == "TERMINATED" and record["num_evaluations"] >= full_length:
+    if record.status == "TERMINATED" and record.num_evaluations >= full_length:
         return "FINISHED"
     return "KILLED"
 
 
-def build_report_figure(summary: dict[str, Any], path: str) -> None:
-    """Scope score against each hyperparameter, and every trial's evaluation curve."""
+def run_write_report_figure(summary: SweepSummary, path: str) -> None:
+    """Write a PNG: scope score against each hyperparameter, and every trial's evaluation curve."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    trials = [t for t in summary["trials"] if t["history"]]
-    params = list(summary["trials"][0]["hyperparameters"]) if summary["trials"] else []
-    scope, metric = summary["scope"], summary["objective"]["metric"]
-    winner = (summary["winner"] or {}).get("trial_id")
+    trials = [t for t in summary.trials if t.history]
+    params = list(summary.trials[0].hyperparameters) if summary.trials else []
+    scope, metric = summary.scope, summary.objective.metric
+    winner = summary.winner.trial_id if summary.winner else None
     fig, axes = plt.subplots(1, len(params) + 1, figsize=(4.2 * (len(params) + 1), 3.6), squeeze=False)
     for ax, param in zip(axes[0], params):
-        xs = [t["hyperparameters"][param] for t in trials]
-        ys = [t["scores"][scope] for t in trials]
-        ax.scatter(xs, ys, c=["tab:red" if t["trial_id"] == winner else "tab:blue" for t in trials])
+        xs = [t.hyperparameters[param] for t in trials]
+        ys = [t.scores[scope] for t in trials]
+        ax.scatter(xs, ys, c=["tab:red" if t.trial_id == winner else "tab:blue" for t in trials])
         if all(isinstance(x, (int, float)) and x > 0 for x in xs) and max(xs) / min(xs) > 20:
             ax.set_xscale("log")
         ax.set_xlabel(param)
         ax.set_ylabel(f"{metric} [{scope}]")
     curves = axes[0][-1]
     for t in trials:
-        xs = [r.get("epoch") or r["training_iteration"] for r in t["history"]]
-        curves.plot(xs, [r[metric] for r in t["history"]], marker="o",
-                    lw=2.5 if t["trial_id"] == winner else 1, label=t["trial_id"])
+        xs = [r.get("epoch") or r["training_iteration"] for r in t.history]
+        curves.plot(xs, [r[metric] for r in t.history], marker="o",
+                    lw=2.5 if t.trial_id == winner else 1, label=t.trial_id)
     curves.set_xlabel("epoch")
     curves.set_ylabel(metric)
     curves.legend(fontsize="small")
-    fig.suptitle(f"sweep {summary['sweep_name']}: winner {winner} (red, bold)")
+    fig.suptitle(f"sweep {summary.sweep_name}: winner {winner} (red, bold)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -75,17 +77,17 @@ def scoped_tracking_uri(uri: str):
             os.environ["MLFLOW_TRACKING_URI"] = env_before
 
 
-def run_register_winner(tracking: dict[str, str], summary: dict[str, Any], model_name: str) -> str | None:
+def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_name: str) -> str | None:
     """Log the winner's best checkpoint as a pyfunc model on the parent run and register it."""
     import mlflow
 
     from ftplat.tracking.pyfunc_model import TextClassifierModel
 
-    winner = summary["winner"]
-    if not winner or not winner["best_checkpoint"]:
+    winner = summary.winner
+    if not winner or not winner.best_checkpoint:
         return None
     with tempfile.TemporaryDirectory() as tmp, scoped_tracking_uri(tracking["tracking_uri"]):
-        run_copy_model_files(winner["best_checkpoint"]["path"], tmp)
+        run_copy_model_files(winner.best_checkpoint.path, tmp)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(
                 name="model",
@@ -97,47 +99,47 @@ def run_register_winner(tracking: dict[str, str], summary: dict[str, Any], model
     version = str(info.registered_model_version)
     client = build_client(tracking["tracking_uri"])
     for key, value in {
-        "ftplat.sweep": summary["sweep_name"],
-        "ftplat.trial_id": winner["trial_id"],
-        "scope": summary["scope"],
-        f"{summary['objective']['metric']}.{summary['scope']}": str(winner["score"]),
-        "checkpoint": winner["best_checkpoint"]["path"],
+        "ftplat.sweep": summary.sweep_name,
+        "ftplat.trial_id": winner.trial_id,
+        "scope": summary.scope,
+        f"{summary.objective.metric}.{summary.scope}": str(winner.score),
+        "checkpoint": winner.best_checkpoint.path,
     }.items():
         client.set_model_version_tag(model_name, version, key, value)
     logger.info("Registered %s version %s", model_name, version)
     return version
 
 
-def run_finish_sweep(tracking: dict[str, str], summary: dict[str, Any], *,
+def run_finish_sweep(tracking: dict[str, str], summary: SweepSummary, *,
                      registered_model_name: str | None, full_length: int | None) -> None:
     """Final trial metrics and statuses, then the parent's winner, report plot and model."""
     from mlflow.entities import Metric, Param
 
     client = build_client(tracking["tracking_uri"])
-    full = full_length or max((t["num_evaluations"] for t in summary["trials"]), default=0)
-    for record in summary["trials"]:
-        run_id = find_trial_run_id(record["train_run_path"])
+    full = full_length or max((t.num_evaluations for t in summary.trials), default=0)
+    for record in summary.trials:
+        run_id = find_trial_run_id(record.train_run_path)
         if run_id is None:  # the trial never started
             continue
-        scores = [Metric(f"score.{s}", float(v), 0, 0) for s, v in record["scores"].items() if v is not None]
+        scores = [Metric(f"score.{s}", float(v), 0, 0) for s, v in record.scores.items() if v is not None]
         if scores:
             client.log_batch(run_id, metrics=scores)
-        client.set_tag(run_id, "ftplat.tune_status", record["status"])
+        client.set_tag(run_id, "ftplat.tune_status", record.status)
         status = build_trial_status(record, full)
         if client.get_run(run_id).info.status != status:
             client.set_terminated(run_id, status)
 
     parent = tracking["parent_run_id"]
-    client.log_dict(parent, redact_config(summary), "summary.json")
-    winner = summary["winner"]
+    client.log_dict(parent, redact_config(summary.to_dict()), SUMMARY_FILE)
+    winner = summary.winner
     if winner:
-        client.log_batch(parent, metrics=[Metric(f"winner.{summary['objective']['metric']}.{summary['scope']}",
-                                                 float(winner["score"]), 0, 0)],
-                         params=[Param("winner.trial_id", winner["trial_id"])])
-        client.set_tag(parent, "ftplat.winner", winner["trial_id"])
+        client.log_batch(parent, metrics=[Metric(f"winner.{summary.objective.metric}.{summary.scope}",
+                                                 float(winner.score), 0, 0)],
+                         params=[Param("winner.trial_id", winner.trial_id)])
+        client.set_tag(parent, "ftplat.winner", winner.trial_id)
     with tempfile.TemporaryDirectory() as tmp:
         plot = os.path.join(tmp, "sweep_report.png")
-        build_report_figure(summary, plot)
+        run_write_report_figure(summary, plot)
         client.log_artifact(parent, plot)
     if registered_model_name and winner:
         run_register_winner(tracking, summary, registered_model_name)

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ftplat.config.schema import TrackingConfig
-from ftplat.storage import join_uri, path_exists, read_json, write_json
+from ftplat.errors import UserError
+from ftplat.layout import SWEEP_CONFIG_FILE, build_tracking_uri
+from ftplat.storage import path_exists, read_json, write_json
 from ftplat.versions import collect_versions
 
 logger = logging.getLogger(__name__)
-
-TRACKING_FILE = "mlflow_runs.json"
 PARENT_RUN_TAG = "mlflow.parentRunId"
 # Whole name segments only: "hub_token" is a secret, "average_tokens_across_devices" is not.
 _SECRET_KEY = re.compile(
@@ -82,7 +82,7 @@ def build_client(tracking_uri: str):
 
 
 def check_tracking_reachable(cfg: TrackingConfig) -> str:
-    """Fail fast (``ValueError`` naming the field) when the tracking server cannot be used."""
+    """Fail fast (``UserError`` naming the field) when the tracking server cannot be used."""
     uri = resolve_tracking_uri(cfg)
     if uri.startswith(("http://", "https://")):
         # One quick attempt instead of MLflow's minutes of retries.
@@ -92,7 +92,7 @@ def check_tracking_reachable(cfg: TrackingConfig) -> str:
         build_client(uri).search_experiments(max_results=1)
     except Exception as exc:  # MLflow raises many types for an unusable store
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ValueError(
+        raise UserError(
             f"tracking.tracking_uri {redact_text(uri)!r} is not usable ({redact_text(first[:200])}); "
             "start the server, fix the "
             "URI, or set tracking.enabled=false"
@@ -125,7 +125,7 @@ def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, p
     """Create the sweep's parent run, or reopen the one a previous driver created."""
     uri = resolve_tracking_uri(cfg)
     client = build_client(uri)
-    ids_uri = join_uri(sweep_path, TRACKING_FILE)
+    ids_uri = build_tracking_uri(sweep_path)
     if path_exists(ids_uri):
         ids = read_json(ids_uri)
         client.update_run(ids["parent_run_id"], status="RUNNING")
@@ -142,7 +142,7 @@ def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, p
     run = client.create_run(experiment_id, run_name=sweep_name,
                             tags=build_run_tags(sweep_name, dashboard_url=dashboard_url))
     log_params(client, run.info.run_id, params)
-    client.log_dict(run.info.run_id, redact_config(config_json), "sweep_config.json")
+    client.log_dict(run.info.run_id, redact_config(config_json), SWEEP_CONFIG_FILE)
     ids = {"tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": run.info.run_id}
     write_json(ids_uri, ids)
     logger.info("MLflow parent run %s in experiment %r at %s", run.info.run_id, cfg.experiment_name,
@@ -160,7 +160,7 @@ def log_params(client, run_id: str, params: dict[str, Any]) -> None:
 
 def run_start_trial(tracking: dict[str, str], *, trial_id: str, run_uri: str, params: dict[str, Any]) -> str:
     """The trial's child run id: created once, found again in storage after a restart."""
-    ids_uri = join_uri(run_uri, TRACKING_FILE)
+    ids_uri = build_tracking_uri(run_uri)
     client = build_client(tracking["tracking_uri"])
     if path_exists(ids_uri):
         run_id = read_json(ids_uri)["run_id"]
@@ -177,5 +177,5 @@ def run_start_trial(tracking: dict[str, str], *, trial_id: str, run_uri: str, pa
 
 
 def find_trial_run_id(run_uri: str) -> str | None:
-    ids_uri = join_uri(run_uri, TRACKING_FILE)
+    ids_uri = build_tracking_uri(run_uri)
     return read_json(ids_uri)["run_id"] if path_exists(ids_uri) else None

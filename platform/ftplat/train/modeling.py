@@ -1,4 +1,4 @@
-"""Building the tokenizer and the classification model from the model config."""
+"""Building the classification model from the model config, and its evaluation metrics."""
 
 from __future__ import annotations
 
@@ -6,22 +6,12 @@ import logging
 import re
 
 import numpy as np
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+from transformers import AutoModelForSequenceClassification, PreTrainedModel
 
 from ftplat.config.schema import ModelConfig
+from ftplat.errors import UserError
 
 logger = logging.getLogger(__name__)
-
-
-def build_tokenizer(cfg: ModelConfig):
-    try:
-        return AutoTokenizer.from_pretrained(cfg.name_or_path, trust_remote_code=cfg.trust_remote_code)
-    except OSError as exc:
-        # Hub ids fail the same way when the hub is unreachable; say what to do about both.
-        raise ValueError(
-            f"model.name_or_path {cfg.name_or_path!r} could not be loaded ({str(exc).splitlines()[0]}); "
-            "give a local model directory or a reachable hub id"
-        ) from None
 
 
 def build_model(cfg: ModelConfig) -> PreTrainedModel:
@@ -48,7 +38,7 @@ def apply_trainable_patterns(model: PreTrainedModel, patterns: list[str]) -> int
         param.requires_grad = any(p.search(name) for p in compiled)
         trainable += count_parameter(param) if param.requires_grad else 0
     if trainable == 0:
-        raise ValueError(
+        raise UserError(
             f"model.trainable_patterns {patterns} match no parameter of {type(model).__name__}; "
             f"names look like {[n for n, _ in list(model.named_parameters())[:3]]}"
         )

@@ -14,12 +14,10 @@ import os
 import ray.train
 import torch.distributed as dist
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from ftplat.tune.scope import compute_scope_stats, scope_score
-
-OBJECTIVE_KEY = "objective"
-CHECKPOINT_NAME_KEY = "checkpoint_name"
+from ftplat.layout import build_checkpoint_name
+from ftplat.records import CHECKPOINT_NAME_KEY, OBJECTIVE_KEY
+from ftplat.scoring import compute_scope_stats, scope_score
 
 
 def build_report_metrics(log_history: list[dict], *, metric: str, mode: str, scope: str, step: int) -> dict:
@@ -37,7 +35,7 @@ def build_report_metrics(log_history: list[dict], *, metric: str, mode: str, sco
             "step": step,
             "num_evaluations": len(evals),
             OBJECTIVE_KEY: scope_score(stats, scope, mode),
-            CHECKPOINT_NAME_KEY: f"{PREFIX_CHECKPOINT_DIR}-{step}",
+            CHECKPOINT_NAME_KEY: build_checkpoint_name(step),
         }
     )
     return metrics

@@ -6,19 +6,23 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 import ray
 import ray.train
 import torch
 from ray.train.huggingface.transformers import prepare_trainer
-from transformers import DataCollatorWithPadding, Trainer, set_seed
+from transformers import DataCollatorWithPadding, Trainer, TrainerCallback, set_seed
+from transformers.trainer_utils import TrainOutput
 
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
-from ftplat.train.arguments import build_training_arguments
-from ftplat.train.modeling import build_model, build_tokenizer, compute_classification_metrics
+from ftplat.data.tokenizer import build_tokenizer
 from ftplat.tracking.callback import MlflowTrialCallback
+from ftplat.train.arguments import build_training_arguments
+from ftplat.train.modeling import build_model, compute_classification_metrics
 from ftplat.train.reporting import RayScopeReportCallback
 from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed
 
@@ -28,6 +32,47 @@ logger = logging.getLogger(__name__)
 def build_scratch_dir(run_name: str) -> str:
     """Node-local HF output_dir, shared by the ranks of one node (like torchrun)."""
     return os.path.join(tempfile.gettempdir(), "ftplat-scratch", run_name)
+
+
+def build_trainer(
+    job: JobConfig,
+    *,
+    train_table: pa.Table,
+    eval_table: pa.Table,
+    output_dir: str,
+    callbacks: Sequence[TrainerCallback] = (),
+    deepspeed: Any = None,
+    report_to: list[str] | None = None,
+    **trainer_kwargs: Any,
+) -> Trainer:
+    """The Hugging Face ``Trainer`` of one trial: ftplat's TrainingArguments, the model's
+    tokenizer, a padding collator and the classification metrics.
+
+    The model is built here from ``job.model`` unless ``trainer_kwargs`` bring their own
+    ``model`` or ``model_init`` (the plain-HF benchmark baselines do); the rest of
+    ``trainer_kwargs`` go to ``Trainer`` as they are.
+    """
+    # The arguments come before the model: under ZeRO-3 they register the DeepSpeed config
+    # that makes from_pretrained partition the weights across workers as it loads them
+    # (deepspeed.zero.Init); a model loaded first is whole on every worker. HF holds that
+    # registration by weak reference, so ``args`` must stay referenced (the Trainer keeps it).
+    args = build_training_arguments(job, output_dir=output_dir, report_to=report_to, deepspeed=deepspeed)
+    tokenizer = build_tokenizer(job.model)
+    if "model" not in trainer_kwargs and "model_init" not in trainer_kwargs:
+        # Trainer seeds only in its __init__, after the model exists: without this the new
+        # classifier head differs between two trials with the same values (and between reruns).
+        set_seed(job.training.seed)
+        trainer_kwargs["model"] = build_model(job.model)
+    return Trainer(
+        args=args,
+        train_dataset=build_torch_dataset(train_table),
+        eval_dataset=build_torch_dataset(eval_table),
+        processing_class=tokenizer,
+        data_collator=DataCollatorWithPadding(tokenizer),
+        compute_metrics=compute_classification_metrics,
+        callbacks=list(callbacks),
+        **trainer_kwargs,
+    )
 
 
 def run_worker(config: dict[str, Any]) -> dict[str, Any]:
@@ -41,9 +86,7 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     objective = config["objective"]
     ctx = ray.train.get_context()
     torch.set_num_threads(max(1, int(job.resources.cpus_per_worker)))
-
     tables = ray.get(config["data_ref"][0])
-    train_ds, eval_ds = build_torch_dataset(tables[TRAIN]), build_torch_dataset(tables[EVAL])
 
     deepspeed = config.get("deepspeed")
     if deepspeed is not None:
@@ -54,56 +97,18 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         # DeepSpeed needs the distributed setup even alone, so it keeps LOCAL_RANK.
         os.environ.pop("LOCAL_RANK", None)
     output_dir = build_scratch_dir(ctx.get_experiment_name())
-    # The arguments come before the model: under ZeRO-3 they register the DeepSpeed config
-    # that makes from_pretrained partition the weights across workers as it loads them
-    # (deepspeed.zero.Init); a model loaded first is whole on every worker. HF holds that
-    # registration by weak reference, so ``args`` must stay referenced (it does, to the end).
-    args = build_training_arguments(job, output_dir=output_dir, report_to=config.get("report_to"),
-                                    deepspeed=deepspeed)
-    tokenizer = build_tokenizer(job.model)
-    # Trainer seeds only in its __init__, after the model exists: without this the new
-    # classifier head differs between two trials with the same values (and between reruns).
-    set_seed(job.training.seed)
-    model = build_model(job.model)
-    trainer = Trainer(
-        model=model,
-        args=args,
-        train_dataset=train_ds,
-        eval_dataset=eval_ds,
-        processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_classification_metrics,
-        callbacks=[
-            RayScopeReportCallback(
-                metric=objective["metric"],
-                mode=objective["mode"],
-                scope=objective["scope"],
-                local_rank=ctx.get_local_rank(),
-            )
-        ],
+    reporter = RayScopeReportCallback(
+        metric=objective["metric"], mode=objective["mode"], scope=objective["scope"],
+        local_rank=ctx.get_local_rank(),
     )
+    trainer = build_trainer(job, train_table=tables[TRAIN], eval_table=tables[EVAL], output_dir=output_dir,
+                            callbacks=[reporter], deepspeed=deepspeed, report_to=config.get("report_to"))
     if config.get("tracking") and ctx.get_world_rank() == 0:
         trainer.add_callback(MlflowTrialCallback(**config["tracking"]))
     trainer = prepare_trainer(trainer)
 
-    checkpoint = ray.train.get_checkpoint()
-    if checkpoint:
-        with checkpoint.as_directory() as resume_dir:
-            logger.info("Resuming from %s", resume_dir)
-            output = trainer.train(resume_from_checkpoint=resume_dir)
-    else:
-        output = trainer.train()
-
-    result = {
-        "global_step": output.global_step,
-        "train_loss": output.training_loss,
-        "train_runtime": output.metrics.get("train_runtime"),
-        "train_samples_per_second": output.metrics.get("train_samples_per_second"),
-        "best_metric": trainer.state.best_metric,
-        "best_model_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
-        "node_id": ray.get_runtime_context().get_node_id(),
-        "world_size": ctx.get_world_size(),
-    }
+    output = train_or_resume(trainer)
+    result = build_result_record(trainer, output, world_size=ctx.get_world_size())
     if deepspeed is not None:
         result["deepspeed"] = build_deepspeed_record(trainer)
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -113,3 +118,27 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     if ctx.get_local_rank() == 0:
         shutil.rmtree(output_dir, ignore_errors=True)
     return result
+
+
+def train_or_resume(trainer: Trainer) -> TrainOutput:
+    """Train, resuming from the checkpoint Ray hands this worker when the trial is restored."""
+    checkpoint = ray.train.get_checkpoint()
+    if not checkpoint:
+        return trainer.train()
+    with checkpoint.as_directory() as resume_dir:
+        logger.info("Resuming from %s", resume_dir)
+        return trainer.train(resume_from_checkpoint=resume_dir)
+
+
+def build_result_record(trainer: Trainer, output: TrainOutput, *, world_size: int) -> dict[str, Any]:
+    """What the worker returns to the trial driver about its training run."""
+    return {
+        "global_step": output.global_step,
+        "train_loss": output.training_loss,
+        "train_runtime": output.metrics.get("train_runtime"),
+        "train_samples_per_second": output.metrics.get("train_samples_per_second"),
+        "best_metric": trainer.state.best_metric,
+        "best_model_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "world_size": world_size,
+    }

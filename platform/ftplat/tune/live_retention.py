@@ -15,19 +15,17 @@ evaluations are read back from the Trainer state of its newest checkpoint, as th
 from __future__ import annotations
 
 import logging
-import math
-from typing import Any
 
 from ray.tune import Callback
 from ray.tune.experiment import Trial
 
-from ftplat.checkpoints.gc import DELETE, FINISHED_STATUSES, build_gc_plan, run_gc_plan
+from ftplat.checkpoints.gc import DELETE, build_trial_checkpoints, read_trials_gc_plan, run_gc_plan
 from ftplat.checkpoints.retention import RetentionPolicy
-from ftplat.storage import join_uri
-from ftplat.train.reporting import CHECKPOINT_NAME_KEY
-from ftplat.tune.scope import compute_scope_stats, scope_score, sort_trials_by_creation
+from ftplat.layout import build_train_run_uri
+from ftplat.ray_internals import sort_trials_by_creation
+from ftplat.records import CHECKPOINT_NAME_KEY, TrialRecord
+from ftplat.scoring import compute_history_stats, scope_score
 from ftplat.tune.summary import build_complete_history, read_trainer_state_evals
-from ftplat.tune.trial import build_train_run_name
 
 logger = logging.getLogger(__name__)
 
@@ -35,18 +33,17 @@ _ROW_KEYS = ("training_iteration", "step", "num_evaluations", CHECKPOINT_NAME_KE
 
 
 def build_live_trial_record(trial_id: str, status: str, rows: list[dict], trainer_evals: list[dict] | None, *,
-                            objective_metric: str, mode: str, scope: str) -> dict[str, Any]:
-    """One trial of the in-progress summary ``build_gc_plan`` plans from.
+                            objective_metric: str, mode: str, scope: str) -> TrialRecord:
+    """One trial as the sweep stands now: its history so far and its score under ``scope``.
 
     ``rows`` are the Tune results this driver saw; ``trainer_evals`` the evaluations of the
     newest checkpoint's Trainer state, needed only when the rows do not start at the first
     evaluation (a resumed trial), else None.
     """
     history = build_complete_history(rows, trainer_evals) if trainer_evals else rows
-    values = ((r["training_iteration"], r.get(objective_metric)) for r in history)
-    stats = compute_scope_stats((i, math.nan if v is None else v) for i, v in values)
-    return {"trial_id": trial_id, "status": status, "history": history,
-            "scores": {scope: scope_score(stats, scope, mode)}}
+    stats = compute_history_stats(history, objective_metric)
+    return TrialRecord(trial_id=trial_id, status=status, history=history,
+                       scores={scope: scope_score(stats, scope, mode)})
 
 
 def is_history_incomplete(rows: list[dict]) -> bool:
@@ -69,7 +66,7 @@ class LiveRetentionCallback(Callback):
         self.metric_for_best_model = metric_for_best_model
         self.greater_is_better = greater_is_better
         self._rows: dict[str, list[dict]] = {}
-        self._finished_records: dict[str, dict] = {}
+        self._finished_records: dict[str, TrialRecord] = {}
         self._warned: set[str] = set()
         self.deleted_total = 0
 
@@ -86,17 +83,17 @@ class LiveRetentionCallback(Callback):
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info):
         self._apply(trials, finishing=(trial.trial_id, Trial.ERROR))
 
-    def _record(self, trial: Trial, status: str) -> dict[str, Any]:
+    def _record(self, trial: Trial, status: str) -> TrialRecord:
         if trial.trial_id in self._finished_records:
             return self._finished_records[trial.trial_id]
         rows = self._rows.get(trial.trial_id, [])
         evals = None
         if status != Trial.PENDING and is_history_incomplete(rows):
-            run_uri = join_uri(self.sweep_path, build_train_run_name(trial.trial_id))
-            evals = read_trainer_state_evals(run_uri, self.objective["metric"])
+            evals = read_trainer_state_evals(build_train_run_uri(self.sweep_path, trial.trial_id),
+                                             self.objective["metric"])
         record = build_live_trial_record(trial.trial_id, status, rows, evals, objective_metric=self.objective["metric"],
                                          mode=self.objective["mode"], scope=self.objective["scope"])
-        if status in FINISHED_STATUSES:
+        if record.finished:
             self._finished_records[trial.trial_id] = record
         return record
 
@@ -106,15 +103,13 @@ class LiveRetentionCallback(Callback):
             statuses = {t.trial_id: t.status for t in trials}
             if finishing:
                 statuses[finishing[0]] = finishing[1]
-            summary = {
-                "metric_for_best_model": self.metric_for_best_model,
-                "scope": self.objective["scope"],
-                "objective": {"mode": self.objective["mode"]},
-                "winner": None,
-                "trials": [self._record(t, statuses[t.trial_id]) for t in trials],
-            }
-            plan = build_gc_plan(self.sweep_path, self.policy, self.greater_is_better, summary=summary,
-                                 delete_running=True)
+            checkpoints = [build_trial_checkpoints(self._record(t, statuses[t.trial_id]),
+                                                   metric_for_best_model=self.metric_for_best_model,
+                                                   scope=self.objective["scope"]) for t in trials]
+            # No winner yet: the policy guards the leading finished trial and every running one.
+            plan = read_trials_gc_plan(self.sweep_path, checkpoints, self.policy, mode=self.objective["mode"],
+                                       greater_is_better=self.greater_is_better, winner_trial_id=None,
+                                       delete_running=True)
             applied = run_gc_plan(plan, dry_run=False)
         except Exception as exc:  # noqa: BLE001
             # Storage hiccups must not kill the sweep: the policy runs again at the next

@@ -14,6 +14,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
+from ftplat.errors import UserError
 
 
 def build_param_space(space: SearchSpaceConfig) -> dict[str, Any]:
@@ -67,12 +68,12 @@ def build_scheduler(space: SearchSpaceConfig, job: JobConfig) -> TrialScheduler:
         return FIFOScheduler()
     max_t = sched.max_t or build_max_evaluations(job)
     if max_t is None:
-        raise ValueError(
+        raise UserError(
             "scheduler.max_t is required for ASHA when the number of evaluations per trial "
             "cannot be derived (set it to the evaluations of a full trial)"
         )
     if sched.grace_period > max_t:
-        raise ValueError(f"scheduler.grace_period ({sched.grace_period}) exceeds max_t ({max_t})")
+        raise UserError(f"scheduler.grace_period ({sched.grace_period}) exceeds max_t ({max_t})")
     # One Tune iteration is one evaluation report, so grace_period and max_t count evaluations.
     return ASHAScheduler(
         time_attr="training_iteration",

@@ -6,32 +6,31 @@ import datetime as dt
 import logging
 import os
 import time
-from typing import Any
 
 import ray
 from ray import tune
-from ray._private.worker import get_dashboard_url
 
-from ftplat.checkpoints.gc import build_gc_plan, run_gc_plan
+from ftplat.checkpoints.gc import read_gc_plan, run_gc_plan
 from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
-from ftplat.data.preparation import EVAL, TRAIN, build_tokenized_tables
+from ftplat.data.preparation import build_tokenized_tables
+from ftplat.errors import UserError
+from ftplat.layout import build_sweep_config_uri
+from ftplat.ray_internals import check_ray_version, read_dashboard_url
+from ftplat.records import OBJECTIVE_KEY, SweepSummary
 from ftplat.runtime import run_ray_init
 from ftplat.storage import check_writable, join_uri, path_exists, read_json, write_json
-from ftplat.train.reporting import OBJECTIVE_KEY
 from ftplat.tracking.report import build_parent_params, run_finish_sweep
 from ftplat.tracking.runs import build_client, check_tracking_reachable, redact_text, run_start_parent
-from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.live_retention import LiveRetentionCallback
-from ftplat.tune.summary import SUMMARY_FILE, build_summary, format_summary_table
+from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
+from ftplat.tune.summary import format_summary_table, read_sweep_summary
 from ftplat.tune.trial import train_driver_fn
 from ftplat.versions import collect_versions
 from ftplat.zero.config import build_sweep_deepspeed_configs
 
 logger = logging.getLogger(__name__)
-
-SWEEP_CONFIG_FILE = "sweep_config.json"
 
 
 def build_sweep_name(job: JobConfig) -> str:
@@ -58,21 +57,21 @@ def build_ephemeral_path_warnings(job: JobConfig, cwd: str) -> list[str]:
 
 
 def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_name: str, *, resume: bool) -> str:
-    """Checks that need no cluster; returns the sweep's storage URI. Raises ``ValueError``."""
+    """Checks that need no cluster; returns the sweep's storage URI. Raises ``UserError``."""
     if looks_like_local_path(job.model.name_or_path) and not os.path.isdir(job.model.name_or_path):
-        raise ValueError(
+        raise UserError(
             f"model.name_or_path {job.model.name_or_path!r} does not exist; give a model directory or a hub id"
         )
     build_scheduler(space, job)  # ASHA settings that contradict the job config
     sweep_path = join_uri(job.storage.storage_path, sweep_name)
-    exists = path_exists(join_uri(sweep_path, SWEEP_CONFIG_FILE))
+    exists = path_exists(build_sweep_config_uri(sweep_path))
     if exists and not resume:
-        raise ValueError(
+        raise UserError(
             f"storage.sweep_name {sweep_name!r} already exists under {job.storage.storage_path}; "
             "pass --resume to continue it, or choose another storage.sweep_name"
         )
     if resume and not exists:
-        raise ValueError(f"--resume: no sweep {sweep_name!r} under {job.storage.storage_path} to resume")
+        raise UserError(f"--resume: no sweep {sweep_name!r} under {job.storage.storage_path} to resume")
     check_writable(job.storage.storage_path)
     if job.tracking.enabled:
         check_tracking_reachable(job.tracking)
@@ -83,13 +82,13 @@ def check_cluster_fits(job: JobConfig) -> None:
     """A trial that can never be placed would leave the sweep pending forever: refuse it."""
     res, total = job.resources, ray.cluster_resources()
     if res.cpus_per_trial > total.get("CPU", 0):
-        raise ValueError(
+        raise UserError(
             f"resources: a trial needs {res.cpus_per_trial:g} CPUs (trial_driver_cpus {res.trial_driver_cpus:g} + "
             f"num_workers {res.num_workers} x cpus_per_worker {res.cpus_per_worker:g}) but the cluster has "
             f"{total.get('CPU', 0):g}; lower num_workers or cpus_per_worker, or add nodes"
         )
     if res.use_gpu and res.num_workers * res.gpus_per_worker > total.get("GPU", 0):
-        raise ValueError(
+        raise UserError(
             f"resources: a trial needs {res.num_workers * res.gpus_per_worker:g} GPUs but the cluster has "
             f"{total.get('GPU', 0):g}; set resources.use_gpu=false or add GPU nodes"
         )
@@ -98,12 +97,12 @@ def check_cluster_fits(job: JobConfig) -> None:
 def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> tuple[JobConfig, SearchSpaceConfig]:
     """A resumed sweep continues with the configs it started with (trials already run used
     them); a different config on the command line is reported and ignored."""
-    stored = read_json(join_uri(sweep_path, SWEEP_CONFIG_FILE))
+    stored = read_json(build_sweep_config_uri(sweep_path))
     stored_job = JobConfig.model_validate(stored["job"])
     stored_space = SearchSpaceConfig.model_validate(stored["search_space"])
     if stored_job != job or stored_space != space:
         logger.warning("--resume: continuing with the configs stored in %s; the ones given now differ and are ignored",
-                       join_uri(sweep_path, SWEEP_CONFIG_FILE))
+                       build_sweep_config_uri(sweep_path))
     return stored_job, stored_space
 
 
@@ -160,9 +159,9 @@ def build_retention_policy(job: JobConfig) -> RetentionPolicy:
                            keep_trial_best=r.keep_trial_best, keep_trial_latest=r.keep_trial_latest)
 
 
-def run_sweep_retention(job: JobConfig, sweep_path: str, summary: dict[str, Any]) -> dict[str, int]:
+def run_sweep_retention(job: JobConfig, sweep_path: str, summary: SweepSummary) -> dict[str, int]:
     """Apply the retention policy to the finished sweep; return the action counts."""
-    plan = build_gc_plan(sweep_path, build_retention_policy(job), job.training.resolved_greater_is_better,
+    plan = read_gc_plan(sweep_path, build_retention_policy(job), job.training.resolved_greater_is_better,
                          summary=summary)
     run_gc_plan(plan, dry_run=not job.retention.apply_at_end)
     counts = {a: sum(1 for x in plan if x.action == a) for a in sorted({x.action for x in plan})}
@@ -170,11 +169,12 @@ def run_sweep_retention(job: JobConfig, sweep_path: str, summary: dict[str, Any]
     return counts
 
 
-def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False) -> dict[str, Any]:
+def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False) -> SweepSummary:
     """Run a whole sweep and return its summary (also written to ``<sweep>/summary.json``).
 
     Validation and storage checks happen before Ray starts, so a bad config costs nothing.
     """
+    check_ray_version()
     sweep_name = build_sweep_name(job)
     sweep_path = check_sweep_preconditions(job, space, sweep_name, resume=resume)
     for warning in build_ephemeral_path_warnings(job, os.getcwd()):
@@ -183,8 +183,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         job, space = build_resumed_configs(job, space, sweep_path)
     deepspeed_configs = build_sweep_deepspeed_configs(job, space.parameters)
     started = time.perf_counter()
-    tables = build_tokenized_tables(job.data, job.model)
-    data_stats = tables.pop("stats")
+    tokenized = build_tokenized_tables(job.data, job.model)
 
     started_ray = run_ray_init(job.resources)
     tracking = None
@@ -192,14 +191,14 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         check_cluster_fits(job)
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
-            write_json(join_uri(sweep_path, SWEEP_CONFIG_FILE), config_json)
+            write_json(build_sweep_config_uri(sweep_path), config_json)
         if job.tracking.enabled:
             tracking = run_start_parent(
                 job.tracking, sweep_name=sweep_name, sweep_path=sweep_path,
                 params=build_parent_params(config_json["job"], config_json["search_space"]),
-                config_json=config_json, dashboard_url=get_dashboard_url(),
+                config_json=config_json, dashboard_url=read_dashboard_url(),
             )
-        data_ref = ray.put({TRAIN: tables[TRAIN], EVAL: tables[EVAL]})
+        data_ref = ray.put(tokenized.tables())
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
                             data_ref=data_ref, tracking=tracking, resume=resume,
                             deepspeed_configs=deepspeed_configs)
@@ -210,27 +209,25 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
             if tracking:
                 build_client(tracking["tracking_uri"]).set_terminated(tracking["parent_run_id"], "FAILED")
             raise
-        summary = build_summary(
+        summary = read_sweep_summary(
             tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
             sweep_name=sweep_name,
             sweep_path=sweep_path,
             job=job,
             space=space,
-            extra={
-                "data": data_stats,
-                "wall_seconds": round(time.perf_counter() - started, 1),
-                "versions": collect_versions(),
-                "mlflow": tracking,
-            },
+            data=tokenized.stats,
+            wall_seconds=round(time.perf_counter() - started, 1),
+            versions=collect_versions(),
+            mlflow=tracking,
         )
-        summary["checkpoint_gc"] = run_sweep_retention(job, sweep_path, summary)
+        summary.checkpoint_gc = run_sweep_retention(job, sweep_path, summary)
         if tracking:
             run_finish_sweep(tracking, summary, registered_model_name=job.tracking.registered_model_name,
                              full_length=build_max_evaluations(job))
     finally:
         if started_ray:
             ray.shutdown()
-    write_json(join_uri(sweep_path, SUMMARY_FILE), summary)
+    summary_uri = summary.write()
     print(format_summary_table(summary), flush=True)
-    print(f"Summary: {redact_text(join_uri(sweep_path, SUMMARY_FILE))}", flush=True)
+    print(f"Summary: {redact_text(summary_uri)}", flush=True)
     return summary

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
@@ -15,19 +14,13 @@ from ray.tune.integration.ray_train import TuneReportCallback
 from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
+from ftplat.layout import build_train_run_name, build_trial_result_uri
+from ftplat.ray_internals import run_disable_train_print_patch
 from ftplat.storage import join_uri, write_json
 from ftplat.tracking.runs import build_client, run_start_trial
 from ftplat.train.entry import train_fn_per_worker
 
-TRIAL_RESULT_FILE = "trial_result.json"
-
 logger = logging.getLogger(__name__)
-
-
-def build_train_run_name(trial_id: str) -> str:
-    """The Train run of a trial is named by the trial id: a restarted trial finds its
-    checkpoints again under the same name."""
-    return f"train-{trial_id}"
 
 
 def build_torch_trainer(
@@ -74,11 +67,7 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     ``training.deepspeed`` value the trials can take to its checked config.
     """
     started = time.perf_counter()
-    # Train V2 patches print() in its workers to go through the root logger and, because Ray
-    # workers replace sys.stdout, also tees it to stdout: every Trainer log line reached the
-    # driver and `ray job logs` twice. Train passes this variable from the process calling
-    # fit() (this one) to its controller and workers; a value set by the user wins.
-    os.environ.setdefault("RAY_TRAIN_ENABLE_PRINT_PATCH", "0")  # ray/train/v2/_internal/constants.py
+    run_disable_train_print_patch()
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
@@ -106,5 +95,5 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
         build_client(tracking["tracking_uri"]).set_terminated(loop_config["tracking"]["run_id"], "FINISHED")
     # Rank 0's return value (train runtime, throughput, best step) is kept beside the
     # checkpoints; returning it would make Tune record one more result row.
-    write_json(join_uri(sweep_path, run_name, TRIAL_RESULT_FILE),
+    write_json(build_trial_result_uri(join_uri(sweep_path, run_name)),
                {**(result.return_value or {}), "driver_wall_s": round(time.perf_counter() - started, 3)})

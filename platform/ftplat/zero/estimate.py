@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import io
 
+from ftplat.errors import UserError
+
 
 def build_meta_model(name_or_path: str, *, trust_remote_code: bool = False):
     """The classification model ftplat would train, built on the meta device: only its
@@ -16,7 +18,7 @@ def build_meta_model(name_or_path: str, *, trust_remote_code: bool = False):
     try:
         config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
-        raise ValueError(f"--model {name_or_path!r} could not be loaded ({str(exc).splitlines()[0]}); "
+        raise UserError(f"--model {name_or_path!r} could not be loaded ({str(exc).splitlines()[0]}); "
                          "give a local model directory or a reachable hub id") from None
     with torch.device("meta"):
         return AutoModelForSequenceClassification.from_config(config, trust_remote_code=trust_remote_code)

@@ -1,0 +1,166 @@
+"""Every use of Ray behaviour that is not public API, in one place, behind a version check.
+
+ftplat relies on a few things Ray does not promise to keep:
+
+* Train V2's checkpoint snapshot (``checkpoint_manager_snapshot.json`` in each Train run): the
+  checkpoint gc rewrites it without the folders it deletes, because Ray refuses to restore a run
+  whose snapshot names a missing folder. Its keys are checked before any rewrite.
+* Train V2's environment switch for its ``print`` patch (turned off in trial drivers, or every
+  Trainer log line reaches the driver twice).
+* ``ray._private.worker.get_dashboard_url`` (the dashboard link recorded in MLflow).
+* A Tune trial's ``run_metadata.error_filename`` and ``storage`` (the last line of a failed
+  trial's error file goes into the summary).
+* The running count that both of Tune's proposers put at the start of ``experiment_tag``
+  (the only record of the order trials were created in, which breaks ties between scores).
+
+``check_ray_version`` runs before a sweep or a checkpoint gc starts and refuses a Ray release
+these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the test suite
+(its contract tests use Ray's own classes) against a new release.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import posixpath
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from ftplat.errors import UserError
+
+#: ``major.minor`` series of Ray this module was verified against.
+VERIFIED_RAY_SERIES = ("2.60",)
+
+#: ``ray.train.v2._internal.constants.CHECKPOINT_MANAGER_SNAPSHOT_FILENAME``
+SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
+#: ``ray.train.v2._internal.constants.ENABLE_PRINT_PATCH_ENV_VAR``
+PRINT_PATCH_ENV = "RAY_TRAIN_ENABLE_PRINT_PATCH"
+#: ``ray.train.v2._internal.constants.WORKER_GROUP_START_TIMEOUT_S_ENV_VAR``
+WORKER_START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
+
+_SNAPSHOT_KEYS = ("checkpoint_results", "checkpoint_report_indices", "latest_checkpoint_result",
+                  "pending_training_results", "pending_validation_specs")
+_SNAPSHOT_NAME_LISTS = ("validated_checkpoint_dir_names", "timed_out_validation_checkpoint_dir_names",
+                        "failed_validation_checkpoint_dir_names")
+
+
+def check_ray_version(version: str | None = None) -> str:
+    """The installed Ray version; ``UserError`` when it is not a verified release."""
+    if version is None:
+        version = importlib.metadata.version("ray")
+    series = ".".join(version.split(".")[:2])
+    if series not in VERIFIED_RAY_SERIES:
+        verified = ", ".join(f"{s}.x" for s in VERIFIED_RAY_SERIES)
+        raise UserError(
+            f"Ray {version} is installed, but ftplat was verified against Ray {verified} only (it relies on "
+            f"Train V2 internals: see ftplat/ray_internals.py); install 'ray[train,tune,default]=="
+            f"{VERIFIED_RAY_SERIES[-1]}.*'"
+        )
+    return version
+
+
+# --- Train V2's checkpoint snapshot --------------------------------------------------------
+
+def _parse_snapshot(snapshot_json: str) -> dict[str, Any]:
+    state = json.loads(snapshot_json)
+    missing = [k for k in _SNAPSHOT_KEYS if k not in state]
+    if missing or len(state["checkpoint_results"]) != len(state["checkpoint_report_indices"]):
+        # Another Ray version's layout: better to stop than to write a snapshot Ray rejects.
+        raise ValueError(f"unrecognised Ray checkpoint manager snapshot (missing {missing or 'consistency'})")
+    return state
+
+
+def select_snapshot_names(snapshot_json: str) -> set[str]:
+    """Every checkpoint folder a Ray Train V2 snapshot refers to."""
+    state = _parse_snapshot(snapshot_json)
+    entries = [*state["checkpoint_results"], *state["pending_training_results"]]
+    if state["latest_checkpoint_result"] is not None:
+        entries.append(state["latest_checkpoint_result"])
+    return {entry["checkpoint_dir_name"] for entry in entries}
+
+
+def build_pruned_snapshot(snapshot_json: str, kept_names: Collection[str]) -> str:
+    """A Ray Train V2 ``checkpoint_manager_snapshot.json`` without the checkpoints not in
+    ``kept_names``, still loadable by Ray's ``CheckpointManager._load_state``.
+
+    The per-checkpoint lists stay parallel (results with report indices, pending results with
+    validation specs). If the latest checkpoint goes, the latest becomes the surviving
+    checkpoint reported last (none if nothing survives): Ray looks the latest up among the
+    results, and a restore resumes from it. Everything else (``ray_version``,
+    ``current_report_index``, unknown keys) is left as it was.
+    """
+    state = _parse_snapshot(snapshot_json)
+    kept_names = set(kept_names)
+
+    def keep(entry: dict) -> bool:
+        return entry["checkpoint_dir_name"] in kept_names
+
+    results = [(r, i) for r, i in zip(state["checkpoint_results"], state["checkpoint_report_indices"]) if keep(r)]
+    state["checkpoint_results"] = [r for r, _ in results]
+    state["checkpoint_report_indices"] = [i for _, i in results]
+    pending = [(r, v) for r, v in zip(state["pending_training_results"], state["pending_validation_specs"]) if keep(r)]
+    state["pending_training_results"] = [r for r, _ in pending]
+    state["pending_validation_specs"] = [v for _, v in pending]
+    for key in _SNAPSHOT_NAME_LISTS:
+        if key in state:
+            state[key] = [name for name in state[key] if name in kept_names]
+    latest = state["latest_checkpoint_result"]
+    if latest is not None and not keep(latest):
+        state["latest_checkpoint_result"] = max(results, key=lambda ri: ri[1])[0] if results else None
+    return json.dumps(state, separators=(",", ":"))
+
+
+# --- processes and trials ------------------------------------------------------------------
+
+def run_disable_train_print_patch() -> None:
+    """Train V2 patches print() in its workers to go through the root logger and, because Ray
+    workers replace sys.stdout, also tees it to stdout, so every Trainer log line would reach
+    the driver and ``ray job logs`` twice. Train passes this variable from the process calling
+    fit() to its controller and workers; a value set by the user wins."""
+    os.environ.setdefault(PRINT_PATCH_ENV, "0")
+
+
+def read_dashboard_url() -> str | None:
+    """The dashboard address of the connected cluster (Ray has no public accessor)."""
+    from ray._private.worker import get_dashboard_url
+
+    return get_dashboard_url()
+
+
+def read_trial_error(trial) -> str | None:
+    """The last line of a failed Tune trial's error file, None when it did not fail."""
+    name = trial.run_metadata.error_filename
+    if not name:
+        return None
+    try:
+        fs = trial.storage.storage_filesystem
+        with fs.open_input_stream(posixpath.join(trial.storage.trial_fs_path, name)) as src:
+            lines = [ln for ln in src.read().decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1] if lines else "error"
+    except OSError:
+        return "error (details in the trial folder)"
+
+
+def _creation_index(experiment_tag: str | None) -> int | None:
+    head = (experiment_tag or "").split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def sort_trials_by_creation(trials: Iterable[Any]) -> list[Any]:
+    """Tune trials in the order their search algorithm created them.
+
+    Ties between equal scores go to the earlier trial, so every place that ranks trials (the
+    summary's winner, retention during and after the sweep) must see one order. Neither of
+    Tune's lists gives it: the experiment state stores trials in the iteration order of a
+    set of trials waiting to be saved, so ``ExperimentAnalysis.trials`` (and a resumed
+    controller's list) can swap trials created together. Both of Tune's proposers start every
+    ``experiment_tag`` with their running count; trials without one keep their given order, last.
+    """
+
+    def key(item: tuple[int, Any]) -> tuple[bool, int, int]:
+        given, trial = item
+        created = _creation_index(getattr(trial, "experiment_tag", None))
+        return (created is None, created or 0, given)
+
+    return [trial for _, trial in sorted(enumerate(trials), key=key)]

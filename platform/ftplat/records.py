@@ -1,0 +1,237 @@
+"""The sweep summary as typed records: what ``summary.json`` holds, written and read here only.
+
+``summary.json`` is the sweep's record for everything that comes after it: retention and
+``ftplat checkpoints gc``, export, MLflow, the printed table, the benchmarks. Its JSON shape is
+a stable format; these classes are the one place that knows it. Reading is lenient about
+informational fields (a summary written by an older ftplat lacks some) and strict about the
+ones decisions depend on.
+
+An evaluation row (``TrialRecord.history``) stays a plain dict: its metric names depend on the
+task (``eval_accuracy``, ``eval_loss``, ...); the keys every row has are named below.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ftplat.errors import UserError
+from ftplat.layout import build_summary_uri
+from ftplat.storage import path_exists, read_json, write_json
+
+#: Keys of each evaluation report (and so of each history row), besides the eval metrics.
+OBJECTIVE_KEY = "objective"
+CHECKPOINT_NAME_KEY = "checkpoint_name"
+#: What a history row keeps of a report.
+HISTORY_KEYS = ("training_iteration", "step", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
+                OBJECTIVE_KEY, "train_loss", CHECKPOINT_NAME_KEY)
+#: Tune statuses after which a trial writes nothing more (PENDING and PAUSED ones come back).
+FINISHED_STATUSES = frozenset({"TERMINATED", "ERROR"})
+
+
+def clean_value(value: Any) -> Any:
+    """JSON-safe scalars: numpy types to Python, NaN/inf to None."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class BestCheckpoint:
+    """A trial's best checkpoint under ``metric_for_best_model`` (HF's rule)."""
+
+    path: str
+    exists: bool
+    step: int | None
+    epoch: float | None
+    metric: str
+    value: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "exists": self.exists, "step": self.step, "epoch": self.epoch,
+                self.metric: self.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, metric: str) -> BestCheckpoint | None:
+        if not data:
+            return None
+        return cls(path=data["path"], exists=bool(data.get("exists", True)), step=data.get("step"),
+                   epoch=data.get("epoch"), metric=metric, value=data.get(metric))
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass
+class TrialRecord:
+    """One trial: its values, status, scores under every scope, best checkpoint, history."""
+
+    trial_id: str
+    status: str
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    scores: dict[str, float | None] = field(default_factory=dict)
+    best_checkpoint: BestCheckpoint | None = None
+    train_run_path: str | None = None
+    train_result: dict[str, Any] | None = None
+    error: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def num_evaluations(self) -> int:
+        return len(self.history)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trial_id": self.trial_id,
+            "status": self.status,
+            "hyperparameters": self.hyperparameters,
+            "num_evaluations": self.num_evaluations,
+            "scores": self.scores,
+            "best_checkpoint": self.best_checkpoint.to_dict() if self.best_checkpoint else None,
+            "train_run_path": self.train_run_path,
+            "train_result": self.train_result,
+            "error": self.error,
+            "history": self.history,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], metric_for_best_model: str) -> TrialRecord:
+        return cls(
+            trial_id=data["trial_id"],
+            status=data["status"],
+            hyperparameters=data.get("hyperparameters") or {},
+            scores=data.get("scores") or {},
+            best_checkpoint=BestCheckpoint.from_dict(data.get("best_checkpoint"), metric_for_best_model),
+            train_run_path=data.get("train_run_path"),
+            train_result=data.get("train_result"),
+            error=data.get("error"),
+            history=list(data.get("history") or []),
+        )
+
+
+@dataclass(frozen=True)
+class Winner:
+    trial_id: str
+    score: float | None
+    hyperparameters: dict[str, Any]
+    best_checkpoint: BestCheckpoint | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trial_id": self.trial_id, "score": self.score, "hyperparameters": self.hyperparameters,
+                "best_checkpoint": self.best_checkpoint.to_dict() if self.best_checkpoint else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None, metric_for_best_model: str) -> Winner | None:
+        if not data:
+            return None
+        return cls(trial_id=data["trial_id"], score=data.get("score"),
+                   hyperparameters=data.get("hyperparameters") or {},
+                   best_checkpoint=BestCheckpoint.from_dict(data.get("best_checkpoint"), metric_for_best_model))
+
+
+@dataclass
+class SweepSummary:
+    """A finished (or, for live retention, running) sweep."""
+
+    sweep_name: str
+    sweep_path: str
+    objective: Objective
+    scope: str
+    metric_for_best_model: str
+    greater_is_better: bool
+    trials: list[TrialRecord]
+    winner: Winner | None = None
+    winners_by_scope: dict[str, str | None] = field(default_factory=dict)
+    save_total_limit: int | None = None
+    retention: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] | None = None
+    wall_seconds: float | None = None
+    versions: dict[str, str | None] | None = None
+    mlflow: dict[str, str] | None = None
+    checkpoint_gc: dict[str, int] | None = None
+
+    @property
+    def status_counts(self) -> dict[str, int]:
+        statuses = sorted({t.status for t in self.trials})
+        return {s: sum(1 for t in self.trials if t.status == s) for s in statuses}
+
+    def trial(self, trial_id: str) -> TrialRecord:
+        for rec in self.trials:
+            if rec.trial_id == trial_id:
+                return rec
+        raise KeyError(trial_id)
+
+    def winner_trial(self) -> TrialRecord | None:
+        return self.trial(self.winner.trial_id) if self.winner else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sweep_name": self.sweep_name,
+            "sweep_path": self.sweep_path,
+            "objective": {"metric": self.objective.metric, "mode": self.objective.mode},
+            "scope": self.scope,
+            "metric_for_best_model": self.metric_for_best_model,
+            "greater_is_better": self.greater_is_better,
+            "save_total_limit": self.save_total_limit,
+            "retention": self.retention,
+            "num_trials": len(self.trials),
+            "status_counts": self.status_counts,
+            "winner": self.winner.to_dict() if self.winner else None,
+            "winners_by_scope": self.winners_by_scope,
+            "trials": [t.to_dict() for t in self.trials],
+            "data": self.data,
+            "wall_seconds": self.wall_seconds,
+            "versions": self.versions,
+            "mlflow": self.mlflow,
+            "checkpoint_gc": self.checkpoint_gc,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepSummary:
+        metric = data["metric_for_best_model"]
+        return cls(
+            sweep_name=data.get("sweep_name", ""),
+            sweep_path=data.get("sweep_path", ""),
+            objective=Objective(metric=data["objective"].get("metric", ""), mode=data["objective"]["mode"]),
+            scope=data["scope"],
+            metric_for_best_model=metric,
+            greater_is_better=data.get("greater_is_better", True),
+            trials=[TrialRecord.from_dict(t, metric) for t in data["trials"]],
+            winner=Winner.from_dict(data.get("winner"), metric),
+            winners_by_scope=data.get("winners_by_scope") or {},
+            save_total_limit=data.get("save_total_limit"),
+            retention=data.get("retention") or {},
+            data=data.get("data"),
+            wall_seconds=data.get("wall_seconds"),
+            versions=data.get("versions"),
+            mlflow=data.get("mlflow"),
+            checkpoint_gc=data.get("checkpoint_gc"),
+        )
+
+    @classmethod
+    def read(cls, sweep_uri: str) -> SweepSummary:
+        """The summary of the sweep folder ``sweep_uri``; ``UserError`` when it has none."""
+        uri = build_summary_uri(sweep_uri)
+        if not path_exists(uri):
+            raise UserError(f"SWEEP {sweep_uri!r} has no summary.json: not a finished ftplat sweep folder")
+        return cls.from_dict(read_json(uri))
+
+    def write(self) -> str:
+        """Write ``summary.json`` into the sweep folder; return its URI."""
+        uri = build_summary_uri(self.sweep_path)
+        write_json(uri, self.to_dict())
+        return uri

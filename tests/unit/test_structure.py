@@ -1,0 +1,172 @@
+"""The package's structure, checked from its source: layers, import cycles, one place for each
+storage name, and Ray internals reached from one module only (docs/architecture.md explains)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import typing
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "platform" / "ftplat"
+
+#: Lowest first. A module may import from its own layer and the layers below, never above.
+#: The worker logs to MLflow (``tracking.callback``) and MLflow registers exported checkpoints,
+#: so checkpoints and tracking sit below train; ``zero`` spans layers by module.
+LAYERS = [
+    ("foundation", ["ftplat", "ftplat.errors", "ftplat.storage", "ftplat.layout", "ftplat.versions",
+                    "ftplat.ray_internals"]),
+    ("config", ["ftplat.config", "ftplat.zero.config"]),
+    ("scoring", ["ftplat.scoring", "ftplat.records"]),
+    ("data", ["ftplat.data"]),
+    ("checkpoints", ["ftplat.checkpoints", "ftplat.zero.consolidate", "ftplat.zero"]),
+    ("tracking", ["ftplat.tracking"]),
+    ("train", ["ftplat.train", "ftplat.zero.runtime", "ftplat.zero.estimate"]),
+    ("tune", ["ftplat.tune", "ftplat.runtime"]),
+    ("cli", ["ftplat.cli"]),
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {_module_name(p): ast.parse(p.read_text(), str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _layer(module: str) -> int:
+    """The layer of the longest prefix that names ``module`` or a package holding it."""
+    best, best_len = None, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = index, len(prefix)
+    assert best is not None, f"{module} is in no layer: add it to LAYERS"
+    return best
+
+
+def _imports(tree: ast.Module, known: set[str]) -> set[str]:
+    """ftplat modules imported anywhere in ``tree`` (function-level imports included)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("ftplat")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ftplat"):
+            # "from ftplat.x import y" may import the module ftplat.x.y
+            found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module
+                      for a in node.names}
+    return found & known
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(tree, set(modules)) - {name} for name, tree in modules.items()}
+
+
+def test_every_module_has_a_layer(graph):
+    for module in graph:
+        _layer(module)
+
+
+def test_no_import_runs_up_the_layers(graph):
+    upward = [f"{m} ({LAYERS[_layer(m)][0]}) imports {i} ({LAYERS[_layer(i)][0]})"
+              for m, imported in graph.items() for i in sorted(imported) if _layer(i) > _layer(m)]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycles(graph):
+    seen, stack, cycles = set(), [], []
+
+    def visit(node: str) -> None:
+        if node in stack:
+            cycles.append(stack[stack.index(node):] + [node])
+            return
+        if node in seen:
+            return
+        seen.add(node)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            visit(nxt)
+        stack.pop()
+
+    for module in sorted(graph):
+        visit(module)
+    assert not cycles, [" -> ".join(c) for c in cycles]
+
+
+def _string_constants(tree: ast.Module) -> list[str]:
+    docstrings = {id(node.value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_each_storage_name_is_spelled_once():
+    from ftplat import layout, ray_internals
+
+    names = [layout.SUMMARY_FILE, layout.SWEEP_CONFIG_FILE, layout.TRACKING_FILE, layout.TRIAL_RESULT_FILE,
+             layout.TRAIN_RUN_PREFIX, ray_internals.SNAPSHOT_FILE]
+    constants = [c for tree in _modules().values() for c in _string_constants(tree)]
+    assert {name: constants.count(name) for name in names} == {name: 1 for name in names}
+
+
+def _ray_internal_uses(tree: ast.Module) -> set[str]:
+    """Private Ray modules imported, Tune trial internals read, Train environment switches named."""
+    uses = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ray"):
+            modules = [node.module]
+        elif isinstance(node, ast.Import):
+            modules = [a.name for a in node.names if a.name.startswith("ray")]
+        else:
+            modules = []
+        uses |= {m for m in modules if "._" in m}
+        if isinstance(node, ast.Attribute) and node.attr in {"run_metadata", "experiment_tag", "storage_filesystem"}:
+            uses.add(node.attr)
+    uses |= {c for c in _string_constants(tree) if c.startswith("RAY_TRAIN_") or c == "experiment_tag"}
+    return uses
+
+
+def test_ray_internals_are_reached_from_one_module():
+    modules = _modules()
+    assert _ray_internal_uses(modules["ftplat.ray_internals"])  # the check sees what it looks for
+    found = {name: uses for name, tree in modules.items()
+             if name != "ftplat.ray_internals" and (uses := _ray_internal_uses(tree))}
+    assert not found
+
+
+def test_names_copied_from_libraries_match_them():
+    from ray.train.v2._internal import constants
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    from ftplat import layout, ray_internals, scoring
+    from ftplat.config.search_space import Scope
+
+    assert ray_internals.SNAPSHOT_FILE == constants.CHECKPOINT_MANAGER_SNAPSHOT_FILENAME
+    assert ray_internals.PRINT_PATCH_ENV == constants.ENABLE_PRINT_PATCH_ENV_VAR
+    assert ray_internals.WORKER_START_TIMEOUT_ENV == constants.WORKER_GROUP_START_TIMEOUT_S_ENV_VAR
+    assert layout.CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
+    assert typing.get_args(Scope) == scoring.SCOPES
+
+
+def test_ray_version_check_accepts_the_verified_release_and_refuses_others():
+    from ftplat.errors import UserError
+    from ftplat.ray_internals import check_ray_version
+
+    assert check_ray_version() == importlib.metadata.version("ray")
+    with pytest.raises(UserError, match=r"Ray 2\.61\.0 is installed, but ftplat was verified against Ray 2\.60\.x"):
+        check_ray_version("2.61.0")
+    with pytest.raises(UserError, match="ray_internals"):
+        check_ray_version("3.0.0")
+
+
+def test_user_errors_are_value_errors_but_library_value_errors_are_not_user_errors():
+    from ftplat.errors import ConfigError, UserError
+
+    assert issubclass(ConfigError, UserError) and issubclass(UserError, ValueError)
+    assert not isinstance(ValueError("from a library"), UserError)
