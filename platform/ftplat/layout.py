@@ -10,6 +10,7 @@ functions that build paths from them. Nothing else spells these names.
         train-{trial_id}/                        one Ray Train run per trial
             checkpoint-{step}/                   one per reported evaluation (HF's own name)
             trial_result.json                    rank 0's training record
+            history.json                         every evaluation, once live retention knows them all
             mlflow_runs.json                     the trial's MLflow child run
 
 Ray's own files (``tuner.pkl``, Train's checkpoint snapshot) are named in ``ray_internals``.
@@ -25,6 +26,7 @@ SUMMARY_FILE = "summary.json"
 SWEEP_CONFIG_FILE = "sweep_config.json"
 TRACKING_FILE = "mlflow_runs.json"
 TRIAL_RESULT_FILE = "trial_result.json"
+TRIAL_HISTORY_FILE = "history.json"
 TRAIN_RUN_PREFIX = "train-"
 #: ``transformers.trainer_utils.PREFIX_CHECKPOINT_DIR``: the worker uploads the folders the
 #: Trainer writes under their own names (a test checks the two agree).
@@ -78,3 +80,7 @@ def build_train_run_uri(sweep_uri: str, trial_id: str) -> str:
 
 def build_trial_result_uri(run_uri: str) -> str:
     return join_uri(run_uri, TRIAL_RESULT_FILE)
+
+
+def build_trial_history_uri(run_uri: str) -> str:
+    return join_uri(run_uri, TRIAL_HISTORY_FILE)

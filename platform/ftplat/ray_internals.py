@@ -9,7 +9,8 @@ ftplat relies on a few things Ray does not promise to keep:
   Trainer log line reaches the driver twice).
 * ``ray._private.worker.get_dashboard_url`` (the dashboard link recorded in MLflow).
 * A Tune trial's ``run_metadata.error_filename`` and ``storage`` (the last line of a failed
-  trial's error file goes into the summary).
+  trial's error file goes into the summary; live retention reads the trial's ``result.json``
+  after a resume, as the summary does).
 * The running count that both of Tune's proposers put at the start of ``experiment_tag``
   (the only record of the order trials were created in, which breaks ties between scores).
 
@@ -27,6 +28,8 @@ import posixpath
 from collections.abc import Collection, Iterable
 from typing import Any
 
+import pyarrow.fs as pafs
+
 from ftplat.errors import UserError
 
 #: ``major.minor`` series of Ray this module was verified against.
@@ -36,6 +39,8 @@ VERIFIED_RAY_SERIES = ("2.60",)
 SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
 #: ``ray.train.v2._internal.constants.ENABLE_PRINT_PATCH_ENV_VAR``
 PRINT_PATCH_ENV = "RAY_TRAIN_ENABLE_PRINT_PATCH"
+#: ``ray.air.constants.EXPR_RESULT_FILE``: Tune's results of one trial, a JSON object a line.
+TUNE_RESULT_FILE = "result.json"
 #: ``ray.train.v2._internal.constants.WORKER_GROUP_START_TIMEOUT_S_ENV_VAR``
 WORKER_START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
 
@@ -69,6 +74,12 @@ def _parse_snapshot(snapshot_json: str) -> dict[str, Any]:
         # Another Ray version's layout: better to stop than to write a snapshot Ray rejects.
         raise ValueError(f"unrecognised Ray checkpoint manager snapshot (missing {missing or 'consistency'})")
     return state
+
+
+def select_snapshot_latest(snapshot_json: str) -> str | None:
+    """The checkpoint a restore of the run resumes from: the latest one Ray registered."""
+    latest = _parse_snapshot(snapshot_json)["latest_checkpoint_result"]
+    return None if latest is None else latest["checkpoint_dir_name"]
 
 
 def select_snapshot_names(snapshot_json: str) -> set[str]:
@@ -140,6 +151,27 @@ def read_trial_error(trial) -> str | None:
         return lines[-1] if lines else "error"
     except OSError:
         return "error (details in the trial folder)"
+
+
+def read_trial_result_rows(trial) -> list[dict] | None:
+    """Every result Tune recorded for ``trial`` (its ``result.json`` in storage, which a
+    ``--resume`` keeps), oldest first; None when the trial has no storage folder yet."""
+    storage = getattr(trial, "storage", None)
+    if storage is None or storage.trial_dir_name is None:
+        return None
+    fs, path = storage.storage_filesystem, posixpath.join(storage.trial_fs_path, TUNE_RESULT_FILE)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return []
+    with fs.open_input_stream(path) as src:
+        lines = src.read().decode("utf-8").splitlines()
+    # A driver killed mid-write can leave a torn last line: the rows before it still count.
+    rows = []
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
 
 
 def _creation_index(experiment_tag: str | None) -> int | None:

@@ -24,7 +24,7 @@ from ftplat.storage import path_exists, read_json, write_json
 OBJECTIVE_KEY = "objective"
 CHECKPOINT_NAME_KEY = "checkpoint_name"
 #: What a history row keeps of a report.
-HISTORY_KEYS = ("training_iteration", "step", "epoch", "eval_loss", "eval_accuracy", "eval_f1",
+HISTORY_KEYS = ("training_iteration", "step", "epoch", "num_evaluations", "eval_loss", "eval_accuracy", "eval_f1",
                 OBJECTIVE_KEY, "train_loss", CHECKPOINT_NAME_KEY)
 #: Tune statuses after which a trial writes nothing more (PENDING and PAUSED ones come back).
 FINISHED_STATUSES = frozenset({"TERMINATED", "ERROR"})
@@ -163,6 +163,9 @@ class SweepSummary:
     versions: dict[str, str | None] | None = None
     mlflow: dict[str, str] | None = None
     checkpoint_gc: dict[str, int] | None = None
+    #: The final retention pass and MLflow failing, one line each; summary.json is written anyway.
+    retention_error: str | None = None
+    tracking_error: str | None = None
 
     @property
     def status_counts(self) -> dict[str, int]:
@@ -198,6 +201,8 @@ class SweepSummary:
             "versions": self.versions,
             "mlflow": self.mlflow,
             "checkpoint_gc": self.checkpoint_gc,
+            "retention_error": self.retention_error,
+            "tracking_error": self.tracking_error,
         }
 
     @classmethod
@@ -220,6 +225,8 @@ class SweepSummary:
             versions=data.get("versions"),
             mlflow=data.get("mlflow"),
             checkpoint_gc=data.get("checkpoint_gc"),
+            retention_error=data.get("retention_error"),
+            tracking_error=data.get("tracking_error"),
         )
 
     @classmethod

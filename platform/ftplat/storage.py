@@ -38,6 +38,12 @@ def read_json(uri: str) -> Any:
         return json.loads(src.read().decode())
 
 
+def read_text(uri: str) -> str:
+    fs, path = resolve_storage(uri)
+    with fs.open_input_stream(path) as src:
+        return src.read().decode("utf-8")
+
+
 def list_dir_names(uri: str) -> list[str]:
     """Names of the folders directly under ``uri`` (empty when it does not exist)."""
     fs, path = resolve_storage(uri)

@@ -88,3 +88,38 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
         pq.write_table(pa.table({"text": ["a", "b"], "label": ["pos", "neg"]}), tmp_path / f"{split}.parquet")
     out = build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
     assert out.train["labels"].to_pylist() == [1, 0]
+
+
+def write_class_label_splits(folder, names: list[str], labels: list[int]) -> str:
+    """Parquet files written by ``datasets``, which keep the ClassLabel feature and its names."""
+    import datasets
+
+    features = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=names)})
+    folder.mkdir()
+    for split in ("train", "test"):
+        ds = datasets.Dataset.from_dict({"text": [f"review {i}" for i in range(len(labels))], "label": labels},
+                                        features=features)
+        ds.to_parquet(str(folder / f"{split}.parquet"))
+    return str(folder)
+
+
+def test_class_label_names_are_mapped_to_the_model_order(tmp_path, tiny_model_dir, caplog):
+    model = ModelConfig(name_or_path=str(tiny_model_dir), id2label={0: "neg", 1: "pos"})
+    source = write_class_label_splits(tmp_path / "swapped", ["pos", "neg"], [0, 1, 0, 0])  # pos, neg, pos, pos
+    with caplog.at_level("INFO", logger="ftplat.data.preparation"):
+        out = build_tokenized_tables(DataConfig(source=source), model)
+    assert out.train["labels"].to_pylist() == [1, 0, 1, 1] and out.eval["labels"].to_pylist() == [1, 0, 1, 1]
+    assert "ClassLabel names ['pos', 'neg'] mapped to model.id2label" in caplog.text
+    same = write_class_label_splits(tmp_path / "same", ["neg", "pos"], [0, 1, 1])
+    assert build_tokenized_tables(DataConfig(source=same), model).train["labels"].to_pylist() == [0, 1, 1]
+
+
+def test_class_label_names_that_differ_from_id2label_are_refused(tmp_path, tiny_model_dir):
+    model = ModelConfig(name_or_path=str(tiny_model_dir), id2label={0: "neg", 1: "pos"})
+    source = write_class_label_splits(tmp_path / "other", ["negative", "positive"], [0, 1])
+    with pytest.raises(ValueError, match=r"data.label_column 'label' of split 'train' is a ClassLabel with names "
+                                         r"\['negative', 'positive'\] but model.id2label is \{0: 'neg', 1: 'pos'\}; "
+                                         r"set model.id2label to \{0: 'negative', 1: 'positive'\}"):
+        build_tokenized_tables(DataConfig(source=source), model)
+    no_names = ModelConfig(name_or_path=str(tiny_model_dir), id2label=None)
+    assert build_tokenized_tables(DataConfig(source=source), no_names).train["labels"].to_pylist() == [0, 1]

@@ -36,13 +36,16 @@ def test_report_carries_train_loss_and_no_non_eval_noise():
 
 
 def test_history_restores_evaluations_tune_lost_on_restart():
-    from ftplat.tune.summary import build_complete_history
+    from ftplat.tune.summary import build_trial_history
 
     tune_rows = [{"training_iteration": 1, "step": 128, "epoch": 2.0, "eval_accuracy": 0.6},
                  {"training_iteration": 2, "step": 192, "epoch": 3.0, "eval_accuracy": 0.7}]
     trainer = [{"step": 64, "epoch": 1.0, "eval_accuracy": 0.5}, {"step": 128, "epoch": 2.0, "eval_accuracy": 0.6},
                {"step": 192, "epoch": 3.0, "eval_accuracy": 0.7}]
-    rows = build_complete_history(tune_rows, trainer)
+    rows = build_trial_history(tune_rows, trainer)
     assert [(r["training_iteration"], r["epoch"]) for r in rows] == [(1, 1.0), (2, 2.0), (3, 3.0)]
     assert rows[0]["checkpoint_name"] == "checkpoint-64" and rows[0]["source"] == "trainer_state"
-    assert build_complete_history(tune_rows, trainer[1:]) is tune_rows
+    assert build_trial_history(tune_rows, trainer[1:]) == tune_rows
+    # a step reported twice (a restarted trial repeats what a crash rolled back) counts once, the later report
+    again = {**tune_rows[1], "training_iteration": 1, "eval_accuracy": 0.75}
+    assert build_trial_history([*tune_rows, again]) == [tune_rows[0], {**again, "training_iteration": 2}]

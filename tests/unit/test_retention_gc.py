@@ -3,13 +3,13 @@ V2's own CheckpointManager, and read back by Ray's own ``Result.from_path`` afte
 
 from __future__ import annotations
 
-import asyncio
 import json
-import math
 import shutil
 from pathlib import Path
 
 import pytest
+
+from ray_runs import METRIC, write_checkpoint_files, write_ray_run
 
 from ftplat.checkpoints.gc import (
     DEFER,
@@ -24,37 +24,7 @@ from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_names
 from ftplat.records import SweepSummary
 
-METRIC = "eval_accuracy"
 ASHA_ORPHAN = "checkpoint_2026-11-22_10-00-00.000000"
-
-
-def write_ray_run(sweep: Path, trial_id: str, rows: list[dict]) -> None:
-    """Checkpoint folders plus the snapshot Ray Train V2's CheckpointManager writes as they are
-    reported, configured as ftplat's trial driver configures it (no cluster needed)."""
-    from ray.train import Checkpoint, CheckpointConfig
-    from ray.train.v2._internal.execution.checkpoint.checkpoint_manager import CheckpointManager
-    from ray.train.v2._internal.execution.storage import StorageContext
-    from ray.train.v2._internal.execution.training_report import _TrainingReport
-
-    async def report_all():
-        storage = StorageContext(storage_path=str(sweep), experiment_dir_name=f"train-{trial_id}")
-        manager = CheckpointManager(
-            CheckpointConfig(num_to_keep=None, checkpoint_score_attribute=METRIC, checkpoint_score_order="max"),
-            storage,
-        )
-        for row in rows:
-            path = Path(storage.build_checkpoint_path_from_name(row["checkpoint_name"]))
-            write_checkpoint_files(path)
-            metrics = {**row, METRIC: math.nan if row[METRIC] is None else row[METRIC]}
-            manager.register_checkpoint(_TrainingReport(Checkpoint(str(path)), metrics, validation=False))
-
-    asyncio.run(report_all())
-
-
-def write_checkpoint_files(path: Path) -> None:
-    path.mkdir(parents=True)
-    (path / "config.json").write_text("{}")
-    (path / "model.safetensors").write_bytes(b"\0" * 64)
 
 
 def rows_for(values: list[float | None], step: int = 10) -> list[dict]:

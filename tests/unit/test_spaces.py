@@ -4,14 +4,20 @@ import math
 
 import optuna
 import pytest
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search.optuna import OptunaSearch
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.train.arguments import build_training_arguments
-from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
+from ftplat.tune.spaces import (
+    FullLengthASHAScheduler,
+    build_max_evaluations,
+    build_param_space,
+    build_scheduler,
+    build_search_alg,
+)
 
 SPACE = {
     "parameters": {
@@ -76,6 +82,95 @@ def test_schedulers():
     assert build_max_evaluations(steps_job) == 4
     with pytest.raises(ValueError, match="grace_period"):
         build_scheduler(SearchSpaceConfig.model_validate({"scheduler": {"type": "asha", "grace_period": 5}}), job)
+
+
+def _count_hf_evaluations(job: JobConfig, output_dir, n_train: int = 16) -> int:
+    """Train a two-weight model with ftplat's TrainingArguments and count the evaluations
+    the Trainer makes (each one followed by a save, as in every trial)."""
+    import torch
+    from transformers import Trainer, TrainerCallback
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+
+        def forward(self, x, labels=None):
+            logits = self.linear(x)
+            return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+    class Counter(TrainerCallback):
+        evaluations = saves = 0
+
+        def on_evaluate(self, args, state, control, **kwargs):
+            Counter.evaluations += 1
+
+        def on_save(self, args, state, control, **kwargs):
+            Counter.saves += 1
+
+    rows = [{"x": torch.tensor([float(i % 2), 1.0]), "labels": i % 2} for i in range(n_train)]
+    torch.manual_seed(0)
+    trainer = Trainer(model=Classifier(), args=build_training_arguments(job, output_dir=str(output_dir)),
+                      train_dataset=rows, eval_dataset=rows[:4], callbacks=[Counter()])
+    trainer.train()
+    assert Counter.saves == Counter.evaluations
+    return Counter.evaluations
+
+
+@pytest.mark.parametrize("training", [
+    {"max_steps": 7, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "steps"},
+    {"max_steps": 6, "eval_strategy": "steps", "eval_steps": 3, "save_strategy": "steps"},
+    {"max_steps": 3, "eval_strategy": "steps", "eval_steps": 5, "save_strategy": "steps"},
+    {"num_train_epochs": 2.5},
+    {"num_train_epochs": 0.3},
+])
+def test_max_evaluations_is_what_the_trainer_makes(training, tmp_path):
+    """transformers also evaluates (and saves) at the last step when it is no multiple of
+    eval_steps, and after the partial last epoch of a fractional num_train_epochs."""
+    job = JobConfig.model_validate({"training": {"per_device_train_batch_size": 4, "logging_steps": 1,
+                                                 "metric_for_best_model": "loss", **training}})
+    assert build_max_evaluations(job) == _count_hf_evaluations(job, tmp_path)
+
+
+class _Trial:
+    def __init__(self, trial_id):
+        self.trial_id = trial_id
+
+
+def _run_asha(scheduler, rewards: dict[str, list[float]]) -> tuple[list[tuple[str, int, str]], list]:
+    """Feed each trial's objective per evaluation as Tune does (round robin, on_trial_complete
+    once a trial stops or runs out); return the decisions and the rungs' records."""
+    scheduler.set_search_properties("objective", "max")
+    trials = {tid: _Trial(tid) for tid in rewards}
+    for trial in trials.values():
+        scheduler.on_trial_add(None, trial)
+    decisions, live = [], dict.fromkeys(rewards)
+    for it in range(1, max(len(r) for r in rewards.values()) + 1):
+        for tid in list(live):
+            result = {"training_iteration": it, "objective": rewards[tid][it - 1]}
+            decision = scheduler.on_trial_result(None, trials[tid], result)
+            decisions.append((tid, it, decision))
+            if decision == TrialScheduler.STOP or it == len(rewards[tid]):
+                scheduler.on_trial_complete(None, trials[tid], result)
+                del live[tid]
+    return decisions, [(milestone, dict(recorded)) for milestone, recorded in scheduler._brackets[0]._rungs]
+
+
+def test_full_length_trials_are_never_stopped_and_the_rungs_stay_rays():
+    rewards = {"a": [0.9, 0.9, 0.9, 0.9], "b": [0.5, 0.6, 0.7, 0.8], "c": [0.95, 0.2, 0.3, 0.4],
+               "d": [0.92, 0.95, 0.95, 0.99]}
+    space = SearchSpaceConfig.model_validate({"scheduler": {"type": "asha", "grace_period": 1, "max_t": 4}})
+    ours, our_rungs = _run_asha(build_scheduler(space, JobConfig()), rewards)
+    rays, ray_rungs = _run_asha(ASHAScheduler(time_attr="training_iteration", max_t=4, grace_period=1,
+                                              reduction_factor=2), rewards)
+    assert isinstance(build_scheduler(space, JobConfig()), FullLengthASHAScheduler)
+    assert our_rungs == ray_rungs and [m for m, _ in our_rungs] == [4, 2, 1]
+    assert set(our_rungs[0][1]) == {"a", "d"}  # the max_t rung records the trials that got there
+    # Ray stops every trial at max_t; ftplat lets it finish, and decides as Ray everywhere else.
+    assert [d for d in rays if d[1] == 4] == [(t, 4, TrialScheduler.STOP) for t in ("a", "d")]
+    assert [d for d in ours if d[1] == 4] == [(t, 4, TrialScheduler.CONTINUE) for t in ("a", "d")]
+    assert [d for d in ours if d[1] < 4] == [d for d in rays if d[1] < 4]
+    assert (("b", 1, TrialScheduler.STOP) in ours) and (("c", 2, TrialScheduler.STOP) in ours)
 
 
 def test_training_arguments_follow_the_config(tmp_path):

@@ -110,7 +110,8 @@ def test_each_storage_name_is_spelled_once():
     from ftplat import layout, ray_internals
 
     names = [layout.SUMMARY_FILE, layout.SWEEP_CONFIG_FILE, layout.TRACKING_FILE, layout.TRIAL_RESULT_FILE,
-             layout.TRAIN_RUN_PREFIX, ray_internals.SNAPSHOT_FILE]
+             layout.TRIAL_HISTORY_FILE, layout.TRAIN_RUN_PREFIX, ray_internals.SNAPSHOT_FILE,
+             ray_internals.TUNE_RESULT_FILE]
     constants = [c for tree in _modules().values() for c in _string_constants(tree)]
     assert {name: constants.count(name) for name in names} == {name: 1 for name in names}
 
@@ -141,6 +142,7 @@ def test_ray_internals_are_reached_from_one_module():
 
 
 def test_names_copied_from_libraries_match_them():
+    from ray.air.constants import EXPR_RESULT_FILE
     from ray.train.v2._internal import constants
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
@@ -150,6 +152,7 @@ def test_names_copied_from_libraries_match_them():
     assert ray_internals.SNAPSHOT_FILE == constants.CHECKPOINT_MANAGER_SNAPSHOT_FILENAME
     assert ray_internals.PRINT_PATCH_ENV == constants.ENABLE_PRINT_PATCH_ENV_VAR
     assert ray_internals.WORKER_START_TIMEOUT_ENV == constants.WORKER_GROUP_START_TIMEOUT_S_ENV_VAR
+    assert ray_internals.TUNE_RESULT_FILE == EXPR_RESULT_FILE
     assert layout.CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
     assert typing.get_args(Scope) == scoring.SCOPES
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 from ray.tune.experiment import Trial
 
 from ftplat.config.loading import load_sweep_configs
@@ -34,3 +36,29 @@ def test_ties_go_to_the_trial_created_first_not_the_one_stored_first(tmp_path):
     assert [t["trial_id"] for t in summary["trials"]] == ["first", "second"]
     assert summary["winner"]["trial_id"] == "first"
     assert set(summary["winners_by_scope"].values()) == {"first"}
+
+
+def _frame(values) -> pd.DataFrame:
+    return pd.DataFrame([{"training_iteration": i, "step": 10 * i, "eval_accuracy": v,
+                          "checkpoint_name": f"checkpoint-{10 * i}"} for i, v in enumerate(values, start=1)])
+
+
+@pytest.mark.parametrize("scope", ["all", "avg", "last"])
+def test_infinite_values_score_as_ray_scores_them(tmp_path, scope):
+    """The summary once made inf None (NaN) before scoring; Ray keeps inf, and NaN and inf
+    fold differently (max(0.5, nan) is 0.5, max(0.5, inf) is inf), so the winner could differ
+    from Ray's and from what live retention (which sees raw values) protected."""
+    import math
+
+    from test_scope import rays
+
+    histories = [[math.inf, 0.5], [0.45, 0.45], [0.4, -math.inf]]
+    stored = [_trial(f"t{i}", f"{i + 1}_lr=0.002") for i in range(len(histories))]
+    analysis = SimpleNamespace(trials=stored, trial_dataframes={t.trial_id: _frame(h) for t, h in zip(stored, histories)})
+    job, space = load_sweep_configs(None, None, [
+        "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 3.0e-2}",
+        f"search.scope={scope}"])
+    summary = read_sweep_summary(analysis, sweep_name="s", sweep_path=str(tmp_path), job=job, space=space)
+    expected = rays(histories, scope, "max")
+    assert (summary.winner.trial_id if summary.winner else None) == expected
+    assert json.loads(json.dumps(summary.to_dict(), allow_nan=False))  # the stored file stays plain JSON

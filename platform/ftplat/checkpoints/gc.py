@@ -7,6 +7,10 @@ Train run's checkpoint folders, and each run's Ray snapshot of tracked checkpoin
 The kept set comes from ``retention.select_sweep_partition`` over the trials' histories
 (every reported checkpoint, deleted or not, so re-running gc is idempotent). On top of it:
 
+* A trial whose history cannot be read completely now (``history_known`` false: after a resume,
+  a finished trial whose Trainer state is unreadable) loses nothing: a later pass decides.
+* A running trial keeps the latest checkpoint its Ray snapshot registers (its restore point),
+  whatever newer folder names say: a newer folder can be an upload the driver's death cut short.
 * A checkpoint folder no history row names is an orphan (an ASHA-stopped trial leaves these):
   deleted when its trial has finished, kept while it runs, since it may be an upload whose
   report has not reached the summary yet.
@@ -40,7 +44,7 @@ from ftplat.checkpoints.retention import (
 )
 from ftplat.errors import UserError
 from ftplat.layout import is_checkpoint_folder, parse_checkpoint_step, parse_train_run_name
-from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_names
+from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_latest, select_snapshot_names
 from ftplat.records import CHECKPOINT_NAME_KEY, SweepSummary, TrialRecord
 from ftplat.storage import join_uri, resolve_storage
 
@@ -55,10 +59,13 @@ class GcAction(NamedTuple):
     reason: str
 
 
-def build_trial_checkpoints(record: TrialRecord, *, metric_for_best_model: str, scope: str) -> TrialCheckpoints:
+def build_trial_checkpoints(record: TrialRecord, *, metric_for_best_model: str, scope: str,
+                            history_known: bool = True) -> TrialCheckpoints:
     """A trial's reported checkpoints, status and scope score, as the retention policy sees them.
 
     A checkpoint reported twice (a restarted trial overwrites the folder) takes its last row.
+    ``history_known`` is false when the record's history may lack evaluations (see ``gc``'s
+    module docstring: nothing of such a trial is deleted).
     """
     rows = {row[CHECKPOINT_NAME_KEY]: row for row in record.history if row.get(CHECKPOINT_NAME_KEY)}
     checkpoints = []
@@ -70,7 +77,7 @@ def build_trial_checkpoints(record: TrialRecord, *, metric_for_best_model: str, 
         value = row.get(metric_for_best_model)
         checkpoints.append(CheckpointInfo(name, step, None if value is None else float(value)))
     return TrialCheckpoints(trial_id=record.trial_id, checkpoints=checkpoints, running=not record.finished,
-                            scope_score=record.scores.get(scope))
+                            scope_score=record.scores.get(scope), history_known=history_known)
 
 
 def build_trials_from_summary(summary: SweepSummary) -> list[TrialCheckpoints]:
@@ -85,12 +92,17 @@ def _folder_order(name: str) -> tuple[int, str]:
 
 
 def _select_folder_action(
-    trial: TrialCheckpoints, name: str, kept: dict, deleted: dict, delete_running: bool
+    trial: TrialCheckpoints, name: str, kept: dict, deleted: dict, delete_running: bool, registered_latest: str | None
 ) -> tuple[str, str]:
     """(action, reason) for one checkpoint folder of a trial named in the summary."""
     key = (trial.trial_id, name)
+    if not trial.history_known:
+        return KEEP, "the trial's history cannot be read now: nothing of it is deleted until it can"
     if key in kept:
         return KEEP, kept[key]
+    if trial.running and name == registered_latest:
+        # A newer folder can be an upload cut short; a restore resumes from this one.
+        return KEEP, "latest checkpoint registered in the run's snapshot: the running trial's restore point"
     if not trial.running:
         return DELETE, deleted.get(key, "orphan, not tracked")
     if key in deleted:
@@ -111,6 +123,7 @@ def select_gc_plan(
     winner_trial_id: str | None,
     sweep_uri: str,
     delete_running: bool = False,
+    registered_latest: dict[str, str] | None = None,
 ) -> list[GcAction]:
     """The plan for listed storage, in the order ``run_gc_plan`` applies it.
 
@@ -126,7 +139,10 @@ def select_gc_plan(
         sweep_uri: the sweep folder, the base of the paths in the plan.
         delete_running: delete (rather than defer) what the policy drops from running
             trials; only for a caller whose trial drivers repair snapshots before restoring.
+        registered_latest: ``{train-run folder: the latest checkpoint its Ray snapshot
+            registers}``; a running trial always keeps it.
     """
+    registered_latest = registered_latest or {}
     kept, deleted = select_sweep_partition(trials, policy, mode=mode, greater_is_better=greater_is_better,
                                            winner_trial_id=winner_trial_id)
     by_id = {t.trial_id: t for t in trials}
@@ -137,7 +153,8 @@ def select_gc_plan(
             plan.append(GcAction(join_uri(sweep_uri, run), KEEP, "trial not in summary.json: left alone"))
             continue
         rows = [GcAction(join_uri(sweep_uri, run, name),
-                         *_select_folder_action(trial, name, kept, deleted, delete_running))
+                         *_select_folder_action(trial, name, kept, deleted, delete_running,
+                                                registered_latest.get(run)))
                 for name in sorted(folders[run], key=_folder_order)]
         dropped = {posixpath.basename(r.path) for r in rows if r.action == DELETE} & tracked.get(run, set())
         # Folders deleted while the trial ran: its controller kept naming them in the snapshot
@@ -164,13 +181,20 @@ def _read_text(fs: pafs.FileSystem, path: str) -> str | None:
         return src.read().decode("utf-8")
 
 
-def read_storage_listing(sweep_uri: str) -> tuple[str, dict[str, list[str]], dict[str, set[str]]]:
-    """(absolute sweep URI, checkpoint folders by Train run, snapshot-tracked names by Train run)."""
+class StorageListing(NamedTuple):
+    sweep_uri: str  # absolute
+    folders: dict[str, list[str]]  # checkpoint folder names by Train run folder
+    tracked: dict[str, set[str]]  # names the run's Ray snapshot tracks
+    registered_latest: dict[str, str]  # the latest checkpoint the run's snapshot registers
+
+
+def read_storage_listing(sweep_uri: str) -> StorageListing:
+    """What the sweep folder holds now: checkpoint folders and Ray's snapshots of them."""
     if "://" not in sweep_uri:
         # pyarrow wants absolute local paths; the CLI may be given a relative one.
         sweep_uri = os.path.abspath(sweep_uri)
     fs, root = resolve_storage(sweep_uri)
-    folders, tracked = {}, {}
+    folders, tracked, latest = {}, {}, {}
     for run in _list_dirs(fs, root):
         if parse_train_run_name(run) is None:
             continue
@@ -179,16 +203,20 @@ def read_storage_listing(sweep_uri: str) -> tuple[str, dict[str, list[str]], dic
         snapshot = _read_text(fs, posixpath.join(run_path, SNAPSHOT_FILE))
         if snapshot is not None:
             tracked[run] = select_snapshot_names(snapshot)
-    return sweep_uri, folders, tracked
+            if (name := select_snapshot_latest(snapshot)) is not None:
+                latest[run] = name
+    return StorageListing(sweep_uri, folders, tracked, latest)
 
 
 def read_trials_gc_plan(sweep_uri: str, trials: Sequence[TrialCheckpoints], policy: RetentionPolicy, *,
                         mode: str, greater_is_better: bool, winner_trial_id: str | None,
                         delete_running: bool = False) -> list[GcAction]:
     """Read the sweep's storage listing (no writes) and plan the gc of ``trials``."""
-    sweep_uri, folders, tracked = read_storage_listing(sweep_uri)
-    return select_gc_plan(trials, folders, tracked, policy, mode=mode, greater_is_better=greater_is_better,
-                          winner_trial_id=winner_trial_id, sweep_uri=sweep_uri, delete_running=delete_running)
+    listing = read_storage_listing(sweep_uri)
+    return select_gc_plan(trials, listing.folders, listing.tracked, policy, mode=mode,
+                          greater_is_better=greater_is_better, winner_trial_id=winner_trial_id,
+                          sweep_uri=listing.sweep_uri, delete_running=delete_running,
+                          registered_latest=listing.registered_latest)
 
 
 def read_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bool,

@@ -34,7 +34,10 @@ a deleted checkpoint cannot come back.
 
 Kept, for each trial t:
 
-1. t running: ``R(t)``. Its score is not final, and ``R(t)`` is what its own Trainer keeps.
+1. t running, or finished with a history that could not be read completely (``history_known``
+   false, e.g. after a resume when its Trainer state is unreadable): ``R(t)``, ranked as if
+   running. Its score is not final (or not known), and ``R(t)`` is what its own Trainer keeps;
+   ``gc`` goes further and deletes nothing of a trial whose history is not known.
 2. t finished and ``keep_top_k_trials`` is None or t is in the top K: ``R(t)``.
 3. t finished outside the top K: best(t) if ``keep_trial_best``, latest(t) if
    ``keep_trial_latest``, nothing else.
@@ -109,6 +112,12 @@ class TrialCheckpoints:
     checkpoints: Sequence[CheckpointInfo]
     running: bool
     scope_score: float | None = None
+    history_known: bool = True
+
+    @property
+    def provisional(self) -> bool:
+        """Its score may still change or is not known: it cannot be ranked among the finished."""
+        return self.running or not self.history_known
 
     def __post_init__(self) -> None:
         # A tuple keeps the frozen dataclass hashable and safe from later mutation.
@@ -182,7 +191,7 @@ def _select_trial_reasons(
     limit, top_k = policy.save_total_limit, policy.keep_top_k_trials
     hf_set = select_trial_keep(trial.checkpoints, limit, greater_is_better)
     rotated = f"rotated out (save_total_limit={limit})"
-    if trial.running:
+    if trial.provisional:
         reasons = {name: [why] for name, why in hf_set.items()}
         latest = _latest(trial.checkpoints)
         if latest is not None:
@@ -217,7 +226,7 @@ def _decide(
     if winner_trial_id is not None and winner_trial_id not in ids:
         raise UserError(f"winner trial {winner_trial_id!r} is not one of the trials {ids}")
     by_id = {t.trial_id: t for t in trials}
-    finished_ranking = [tid for tid in select_trial_ranking(trials, mode) if not by_id[tid].running]
+    finished_ranking = [tid for tid in select_trial_ranking(trials, mode) if not by_id[tid].provisional]
     finished_rank = {tid: rank for rank, tid in enumerate(finished_ranking, start=1)}
     guarded = {} if winner_trial_id is None else {winner_trial_id: "winning trial"}
     if finished_ranking:

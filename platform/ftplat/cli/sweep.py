@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
+
+if TYPE_CHECKING:
+    from ftplat.records import SweepSummary
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +57,8 @@ def configure_logging() -> None:
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     """Exit 0 with a winner, 2 on a user error (one line, no traceback), 1 on any other
-    failure (logged with its traceback) or when no trial produced a score."""
+    failure (logged with its traceback), or when no trial produced a score, the final
+    retention pass failed or MLflow tracking failed (one ``error:`` line each)."""
     args = build_parser(prog).parse_args(argv)
     configure_logging()
     try:
@@ -70,4 +75,30 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     except Exception:  # noqa: BLE001 - the CLI's contract: a traceback in the log, exit 1
         logger.exception("The sweep failed")
         return EXIT_FAILURE
-    return EXIT_OK if summary.winner is not None else EXIT_FAILURE
+    failures = format_sweep_failures(summary)
+    for line in failures:
+        print(f"error: {line}", file=sys.stderr)
+    return EXIT_FAILURE if failures else EXIT_OK
+
+
+def format_sweep_failures(summary: SweepSummary) -> list[str]:
+    """Why a sweep that ran to its end still failed, one line each; empty when it did not.
+
+    The summary is written in every one of these cases."""
+    from ftplat.tracking.runs import redact_text
+
+    lines = []
+    if summary.winner is None:
+        failed = [t for t in summary.trials if t.status == "ERROR"]
+        line = f"no trial produced a score ({summary.objective.metric}, scope {summary.scope})"
+        if failed:
+            first = next((t.error for t in failed if t.error), "unknown")
+            line += f": {len(failed)} of {len(summary.trials)} failed (first error: {redact_text(first[:200])})"
+        lines.append(line)
+    if summary.retention_error:
+        lines.append(f"checkpoint retention failed: {summary.retention_error}; "
+                     f"`ftplat checkpoints gc {redact_text(summary.sweep_path)}` applies it again")
+    if summary.tracking_error:
+        lines.append(f"MLflow tracking failed: {summary.tracking_error}; summary.json and the checkpoints "
+                     "are complete, the MLflow runs are not")
+    return lines

@@ -89,7 +89,8 @@ class AshaSchedulerConfig(StrictModel):
     reduction_factor: float = Field(default=2.0, gt=1)
     """Keep 1/reduction_factor of the trials at each rung."""
     max_t: int | None = Field(default=None, ge=1)
-    """Evaluations of a full trial; default: the epoch count when evaluating per epoch."""
+    """Evaluations of a full trial; default: the epoch count when evaluating per epoch, or
+    ceil(max_steps / eval_steps) with eval_strategy steps (the Trainer also evaluates at the last step)."""
 
 
 SchedulerConfig = Annotated[

@@ -60,6 +60,30 @@ def build_stratified_indices(labels: np.ndarray, size: int, seed: int) -> np.nda
     return rng.permutation(np.concatenate(picked))
 
 
+def build_class_label_ids(values: np.ndarray, feature: Any, data: DataConfig, model: ModelConfig,
+                          split: str) -> np.ndarray:
+    """Ids of a ``datasets.ClassLabel`` column in ``model.id2label``'s order.
+
+    A ClassLabel id means its name (``names=["pos", "neg"]``: 0 is "pos"); taking it as an id
+    of ``model.id2label`` would train and export a model whose labels are swapped.
+    """
+    names = getattr(feature, "names", None) if isinstance(feature, datasets.ClassLabel) else None
+    if not names or model.id2label is None or names == [model.id2label[i] for i in sorted(model.id2label)]:
+        return values
+    label2id = {v: k for k, v in model.id2label.items()}
+    if sorted(names) != sorted(label2id) or len(set(names)) != len(names):
+        raise UserError(
+            f"data.label_column {data.label_column!r} of split {split!r} is a ClassLabel with names {names} "
+            f"but model.id2label is {model.id2label}; set model.id2label to "
+            f"{dict(enumerate(names))} (the dataset's order)"
+        )
+    logger.info("data.label_column %r of split %r: ClassLabel names %s mapped to model.id2label %s",
+                data.label_column, split, names, model.id2label)
+    remap = np.asarray([label2id[name] for name in names], dtype=np.int64)
+    known = (values >= 0) & (values < len(names))  # ClassLabel's -1 (no label) stays and is refused
+    return np.where(known, remap[np.clip(values, 0, len(names) - 1)], values)
+
+
 def _encode_labels(ds: datasets.Dataset, data: DataConfig, model: ModelConfig, split: str) -> np.ndarray:
     raw = ds[data.label_column]
     values = np.asarray(raw.to_pylist() if hasattr(raw, "to_pylist") else list(raw))
@@ -74,7 +98,7 @@ def _encode_labels(ds: datasets.Dataset, data: DataConfig, model: ModelConfig, s
         return np.asarray([label2id[v] for v in values.tolist()], dtype=np.int64)
     if values.dtype.kind not in "iu" and not (values.dtype.kind == "f" and np.all(values == np.round(values))):
         raise UserError(f"data.label_column {data.label_column!r} of split {split!r} is not integer class ids")
-    values = values.astype(np.int64)
+    values = build_class_label_ids(values.astype(np.int64), ds.features.get(data.label_column), data, model, split)
     bad = values[(values < 0) | (values >= model.num_labels)]
     if bad.size:
         raise UserError(

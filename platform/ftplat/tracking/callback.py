@@ -3,16 +3,20 @@ loss, learning rate and every evaluation as step metrics, into the trial's child
 
 HF's own ``MLflowCallback`` would start and end runs itself (ending them when training ends,
 whatever Tune decides) and reads its settings from process-wide environment variables; this
-callback only logs into the run the trial driver created.
+callback only logs into the run the trial driver created. A tracking server that fails never
+stops training: the calls go through a ``TrackingGuard``, and the worker returns what was lost
+in its result record (``read_tracking_errors``).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from transformers import TrainerCallback
 
+from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, log_params
 
 
@@ -20,12 +24,13 @@ class MlflowTrialCallback(TrainerCallback):
     def __init__(self, *, tracking_uri: str, run_id: str):
         self.client = build_client(tracking_uri)
         self.run_id = run_id
+        self.guard = TrackingGuard(f"logging into the trial's run {run_id}")
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero:
             return
         resolved = {f"hf.{k}": v for k, v in args.to_dict().items() if not isinstance(v, (dict, list))}
-        log_params(self.client, self.run_id, resolved)
+        self.guard.call(log_params, self.client, self.run_id, resolved)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
@@ -39,4 +44,12 @@ class MlflowTrialCallback(TrainerCallback):
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         ]
         if metrics:
-            self.client.log_batch(self.run_id, metrics=metrics)
+            self.guard.call(self.client.log_batch, self.run_id, metrics=metrics)
+
+
+def read_tracking_errors(trainer) -> dict[str, Any] | None:
+    """The MLflow calls rank 0's callback lost (``TrackingGuard.to_dict``); None without one."""
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, MlflowTrialCallback):
+            return callback.guard.to_dict()
+    return None

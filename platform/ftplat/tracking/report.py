@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import tempfile
 from typing import Any
@@ -12,8 +13,9 @@ from typing import Any
 from ftplat.checkpoints.export import run_copy_model_files
 from ftplat.layout import SUMMARY_FILE
 from ftplat.records import SweepSummary, TrialRecord
-from ftplat.scoring import SCOPES
-from ftplat.tracking.runs import build_client, find_trial_run_id, redact_config
+from ftplat.scoring import SCOPES, is_finite_score
+from ftplat.tracking.guard import TrackingGuard
+from ftplat.tracking.runs import build_client, find_trial_run_id, redact_config, run_end_parent
 
 logger = logging.getLogger(__name__)
 
@@ -38,23 +40,27 @@ def run_write_report_figure(summary: SweepSummary, path: str) -> None:
     params = list(summary.trials[0].hyperparameters) if summary.trials else []
     scope, metric = summary.scope, summary.objective.metric
     winner = summary.winner.trial_id if summary.winner else None
+    # Failed trials have no score, and a NaN evaluation is stored as None.
+    scored = [t for t in trials if is_finite_score(t.scores.get(scope))]
     fig, axes = plt.subplots(1, len(params) + 1, figsize=(4.2 * (len(params) + 1), 3.6), squeeze=False)
     for ax, param in zip(axes[0], params):
-        xs = [t.hyperparameters[param] for t in trials]
-        ys = [t.scores[scope] for t in trials]
-        ax.scatter(xs, ys, c=["tab:red" if t.trial_id == winner else "tab:blue" for t in trials])
-        if all(isinstance(x, (int, float)) and x > 0 for x in xs) and max(xs) / min(xs) > 20:
+        points = [(t.hyperparameters.get(param), t.scores[scope], t.trial_id == winner) for t in scored
+                  if isinstance(t.hyperparameters.get(param), (int, float))]
+        xs = [x for x, _, _ in points]
+        ax.scatter(xs, [y for _, y, _ in points], c=["tab:red" if w else "tab:blue" for _, _, w in points])
+        if xs and min(xs) > 0 and max(xs) / min(xs) > 20:
             ax.set_xscale("log")
         ax.set_xlabel(param)
         ax.set_ylabel(f"{metric} [{scope}]")
     curves = axes[0][-1]
     for t in trials:
         xs = [r.get("epoch") or r["training_iteration"] for r in t.history]
-        curves.plot(xs, [r[metric] for r in t.history], marker="o",
-                    lw=2.5 if t.trial_id == winner else 1, label=t.trial_id)
+        ys = [math.nan if r.get(metric) is None else r[metric] for r in t.history]
+        curves.plot(xs, ys, marker="o", lw=2.5 if t.trial_id == winner else 1, label=t.trial_id)
     curves.set_xlabel("epoch")
     curves.set_ylabel(metric)
-    curves.legend(fontsize="small")
+    if trials:
+        curves.legend(fontsize="small")
     fig.suptitle(f"sweep {summary.sweep_name}: winner {winner} (red, bold)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -86,6 +92,9 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     winner = summary.winner
     if not winner or not winner.best_checkpoint:
         return None
+    if not winner.best_checkpoint.exists:
+        logger.warning("Not registering the winner: its best checkpoint %s is gone", winner.best_checkpoint.path)
+        return None
     with tempfile.TemporaryDirectory() as tmp, scoped_tracking_uri(tracking["tracking_uri"]):
         run_copy_model_files(winner.best_checkpoint.path, tmp)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
@@ -110,29 +119,59 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     return version
 
 
+def build_trials_tracking_error(summary: SweepSummary) -> str | None:
+    """One line on the MLflow calls the trials lost (their ``trial_result.json``), None if none."""
+    lost = [(t.trial_id, t.train_result["tracking_errors"]) for t in summary.trials
+            if t.train_result and (t.train_result.get("tracking_errors") or {}).get("count")]
+    if not lost:
+        return None
+    first = next((e["first_error"] for _, e in lost if e.get("first_error")), "unknown error")
+    return (f"{sum(e['count'] for _, e in lost)} MLflow call(s) failed or skipped in trial(s) "
+            f"{', '.join(trial_id for trial_id, _ in lost)} (first error: {first})")
+
+
 def run_finish_sweep(tracking: dict[str, str], summary: SweepSummary, *,
-                     registered_model_name: str | None, full_length: int | None) -> None:
-    """Final trial metrics and statuses, then the parent's winner, report plot and model."""
+                     registered_model_name: str | None, full_length: int | None) -> str | None:
+    """Final trial metrics and statuses, then the parent's winner, report plot and model.
+
+    Never raises for MLflow: the summary is the sweep's record, written whatever happens here.
+    Returns None, or one line on what tracking lost during the sweep (the trials' failed calls,
+    the error that stopped this step). The parent run ends FAILED when tracking lost anything,
+    retention failed or no trial scored, FINISHED otherwise.
+    """
+    trials_error = build_trials_tracking_error(summary)
+    sweep_failed = bool(trials_error or summary.retention_error or summary.winner is None)
+    guard = TrackingGuard("closing the sweep", quiet=True)
+    guard.call(_run_finish_steps, tracking, summary, registered_model_name=registered_model_name,
+               full_length=full_length, status="FAILED" if sweep_failed else "FINISHED")
+    if guard.failed:
+        run_end_parent(tracking, "FAILED")
+    errors = [trials_error, guard.first_error and f"closing the sweep: {guard.first_error}"]
+    return "; ".join(e for e in errors if e) or None
+
+
+def _run_finish_steps(tracking: dict[str, str], summary: SweepSummary, *, registered_model_name: str | None,
+                      full_length: int | None, status: str) -> None:
     from mlflow.entities import Metric, Param
 
     client = build_client(tracking["tracking_uri"])
     full = full_length or max((t.num_evaluations for t in summary.trials), default=0)
     for record in summary.trials:
-        run_id = find_trial_run_id(record.train_run_path)
-        if run_id is None:  # the trial never started
+        run_id = find_trial_run_id(record.train_run_path) if record.train_run_path else None
+        if run_id is None:  # the trial never started, or tracking failed when it did
             continue
-        scores = [Metric(f"score.{s}", float(v), 0, 0) for s, v in record.scores.items() if v is not None]
+        scores = [Metric(f"score.{s}", float(v), 0, 0) for s, v in record.scores.items() if is_finite_score(v)]
         if scores:
             client.log_batch(run_id, metrics=scores)
         client.set_tag(run_id, "ftplat.tune_status", record.status)
-        status = build_trial_status(record, full)
-        if client.get_run(run_id).info.status != status:
-            client.set_terminated(run_id, status)
+        trial_status = build_trial_status(record, full)
+        if client.get_run(run_id).info.status != trial_status:
+            client.set_terminated(run_id, trial_status)
 
     parent = tracking["parent_run_id"]
     client.log_dict(parent, redact_config(summary.to_dict()), SUMMARY_FILE)
     winner = summary.winner
-    if winner:
+    if winner and is_finite_score(winner.score):
         client.log_batch(parent, metrics=[Metric(f"winner.{summary.objective.metric}.{summary.scope}",
                                                  float(winner.score), 0, 0)],
                          params=[Param("winner.trial_id", winner.trial_id)])
@@ -143,7 +182,7 @@ def run_finish_sweep(tracking: dict[str, str], summary: SweepSummary, *,
         client.log_artifact(parent, plot)
     if registered_model_name and winner:
         run_register_winner(tracking, summary, registered_model_name)
-    client.set_terminated(parent, "FINISHED")
+    client.set_terminated(parent, status)
 
 
 def build_parent_params(job_dump: dict[str, Any], space_dump: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ create runs; rank 0 of each trial logs into its trial's run (``ftplat.tracking.c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +30,7 @@ _SECRET_KEY = re.compile(
     re.I,
 )
 _URI_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_FAIL_FAST_REQUESTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
 def resolve_tracking_uri(cfg: TrackingConfig) -> str:
@@ -63,6 +65,13 @@ def redact_text(text: str) -> str:
     return _URI_USERINFO.sub("***@", text)
 
 
+def format_error(exc: BaseException) -> str:
+    """An exception as one short line, credentials in URIs masked."""
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    text = f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
+    return redact_text(text[:200])
+
+
 def redact_config(value: Any, key: str = "") -> Any:
     """``redact`` applied through nested dicts and lists (configs, summaries), keyed by the
     innermost key, so ``{"hf": {"hub_token": ...}}`` is masked like ``hf.hub_token``."""
@@ -75,21 +84,65 @@ def redact_config(value: Any, key: str = "") -> Any:
     return redact(key, value)
 
 
+def build_unmasked_config(stored: Any, given: Any, *, path: str = "",
+                          fallbacks: dict[str, str | None] | None = None) -> Any:
+    """A stored config (masked by ``redact_config``) with each masked value taken from the
+    config given now, which must mask to the same text; ``fallbacks`` maps a dotted path to the
+    value that a ``None`` there stands for (the tracking URI from ``MLFLOW_TRACKING_URI``)."""
+    if isinstance(stored, dict) and isinstance(given, dict):
+        return {k: build_unmasked_config(v, given.get(k), path=f"{path}.{k}".lstrip("."), fallbacks=fallbacks)
+                for k, v in stored.items()}
+    if "***" not in json.dumps(stored, default=str):
+        return stored
+    key = path.rsplit(".", 1)[-1]
+    if redact_config(given, key) == stored:
+        return given
+    fallback = (fallbacks or {}).get(path)
+    if given is None and fallback is not None and redact_config(fallback, key) == stored:
+        return None
+    raise UserError(f"--resume: {path} is stored masked as {stored!r}; give it again with its credentials "
+                    f"({path}=...)")
+
+
 def build_client(tracking_uri: str):
     from mlflow import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri)
 
 
+@contextlib.contextmanager
+def fail_fast_requests():
+    """MLflow's HTTP client makes one quick attempt inside this block, not minutes of retries.
+
+    MLflow reads these variables on every request, so they are restored when the block ends:
+    left set, they would reach every later call of the process (and, set before Ray starts,
+    every worker of a private cluster), where one transient 5xx would then fail the call.
+    A value the user set is kept.
+    """
+    saved = {key: os.environ.get(key) for key in _FAIL_FAST_REQUESTS}
+    for key, value in _FAIL_FAST_REQUESTS.items():
+        os.environ.setdefault(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def run_probe(uri: str) -> None:
+    """One quick request to the tracking store; raises what MLflow raises when it is unusable."""
+    with fail_fast_requests():
+        build_client(uri).search_experiments(max_results=1)
+
+
 def check_tracking_reachable(cfg: TrackingConfig) -> str:
     """Fail fast (``UserError`` naming the field) when the tracking server cannot be used."""
     uri = resolve_tracking_uri(cfg)
-    if uri.startswith(("http://", "https://")):
-        # One quick attempt instead of MLflow's minutes of retries.
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     try:
-        build_client(uri).search_experiments(max_results=1)
+        run_probe(uri)
     except Exception as exc:  # MLflow raises many types for an unusable store
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(
@@ -128,9 +181,16 @@ def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, p
     ids_uri = build_tracking_uri(sweep_path)
     if path_exists(ids_uri):
         ids = read_json(ids_uri)
+        # The stored URI has its credentials masked; the live one is the URI configured now.
+        if redact_text(ids["tracking_uri"]) != redact_text(uri):
+            raise UserError(
+                f"--resume: the sweep's MLflow runs are in {redact_text(ids['tracking_uri'])!r} but "
+                f"tracking.tracking_uri is now {redact_text(uri)!r}; give the sweep's tracking URI, with its "
+                "credentials (tracking.tracking_uri or MLFLOW_TRACKING_URI)"
+            )
         client.update_run(ids["parent_run_id"], status="RUNNING")
         logger.info("Continuing MLflow parent run %s", ids["parent_run_id"])
-        return ids
+        return {**ids, "tracking_uri": uri}
     experiment = client.get_experiment_by_name(cfg.experiment_name)
     experiment_id = (
         experiment.experiment_id
@@ -144,7 +204,7 @@ def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, p
     log_params(client, run.info.run_id, params)
     client.log_dict(run.info.run_id, redact_config(config_json), SWEEP_CONFIG_FILE)
     ids = {"tracking_uri": uri, "experiment_id": experiment_id, "parent_run_id": run.info.run_id}
-    write_json(ids_uri, ids)
+    write_json(ids_uri, redact_config(ids))
     logger.info("MLflow parent run %s in experiment %r at %s", run.info.run_id, cfg.experiment_name,
                 redact_text(uri))
     return ids
@@ -174,6 +234,17 @@ def run_start_trial(tracking: dict[str, str], *, trial_id: str, run_uri: str, pa
     log_params(client, run.info.run_id, params)
     write_json(ids_uri, {"run_id": run.info.run_id})
     return run.info.run_id
+
+
+def run_end_parent(tracking: dict[str, str], status: str) -> None:
+    """End the parent run with ``status``, best effort: never raises, so an MLflow error cannot
+    hide the sweep's own. A quick probe first: a dead server costs seconds, not MLflow's retries."""
+    try:
+        run_probe(tracking["tracking_uri"])
+        build_client(tracking["tracking_uri"]).set_terminated(tracking["parent_run_id"], status)
+    except Exception as exc:  # MLflow raises many types for an unusable store
+        logger.warning("Could not mark the MLflow parent run %s %s (%s)", tracking["parent_run_id"], status,
+                       format_error(exc))
 
 
 def find_trial_run_id(run_uri: str) -> str | None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,18 +18,14 @@ from transformers.trainer_utils import TrainOutput
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
 from ftplat.data.tokenizer import build_tokenizer
-from ftplat.tracking.callback import MlflowTrialCallback
+from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
 from ftplat.train.arguments import build_training_arguments
 from ftplat.train.modeling import build_model, compute_classification_metrics
 from ftplat.train.reporting import RayScopeReportCallback
+from ftplat.train.scratch import build_scratch_dir, run_remove_scratch
 from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed
 
 logger = logging.getLogger(__name__)
-
-
-def build_scratch_dir(run_name: str) -> str:
-    """Node-local HF output_dir, shared by the ranks of one node (like torchrun)."""
-    return os.path.join(tempfile.gettempdir(), "ftplat-scratch", run_name)
 
 
 def build_trainer(
@@ -97,6 +91,7 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         # DeepSpeed needs the distributed setup even alone, so it keeps LOCAL_RANK.
         os.environ.pop("LOCAL_RANK", None)
     output_dir = build_scratch_dir(ctx.get_experiment_name())
+    run_clear_stale_scratch(ctx.get_experiment_name(), local_rank=ctx.get_local_rank())
     reporter = RayScopeReportCallback(
         metric=objective["metric"], mode=objective["mode"], scope=objective["scope"],
         local_rank=ctx.get_local_rank(),
@@ -116,8 +111,31 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         # best checkpoint, where ZeRO reads every rank's shard) when local rank 0 gets here.
         torch.distributed.barrier()
     if ctx.get_local_rank() == 0:
-        shutil.rmtree(output_dir, ignore_errors=True)
+        try:
+            run_remove_scratch([ctx.get_experiment_name()])
+        except OSError:
+            # The sweep driver removes every trial's scratch again when the trial ends.
+            logger.warning("Scratch folder of %s not removed", ctx.get_experiment_name(), exc_info=True)
     return result
+
+
+def run_clear_stale_scratch(run_name: str, *, local_rank: int) -> None:
+    """Remove what an earlier worker of this run left on this node, before any rank writes.
+
+    A worker group that Ray restarts after a failure, or a trial resumed with ``--resume``,
+    continues from the checkpoint in storage; the killed workers' full checkpoints here would
+    only fill the disk (and the Trainer's ``save_total_limit`` rotation would count them).
+    """
+    if local_rank == 0:
+        try:
+            removed = run_remove_scratch([run_name])
+        except OSError:
+            logger.warning("Stale scratch folder of %s not removed", run_name, exc_info=True)
+        else:
+            if removed:
+                logger.info("Removed the stale scratch folder %s", removed[0])
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
 
 
 def train_or_resume(trainer: Trainer) -> TrainOutput:
@@ -141,4 +159,5 @@ def build_result_record(trainer: Trainer, output: TrainOutput, *, world_size: in
         "best_model_checkpoint": os.path.basename(trainer.state.best_model_checkpoint or ""),
         "node_id": ray.get_runtime_context().get_node_id(),
         "world_size": world_size,
+        "tracking_errors": read_tracking_errors(trainer),
     }

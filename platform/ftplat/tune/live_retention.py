@@ -7,9 +7,13 @@ their best plus the newest). That is safe because every trial driver repairs its
 snapshot before it fits (``run_repair_snapshot``): Ray's controller keeps listing the deleted
 folders until then, and would otherwise refuse to restore the run.
 
-The policy is defined over each trial's complete history of reported checkpoints. Tune's
-results of a trial restarted by ``--resume`` begin where it resumed, so the earlier
-evaluations are read back from the Trainer state of its newest checkpoint, as the summary does.
+The policy is defined over each trial's complete history of reported checkpoints, the history
+the summary scores (``summary.build_trial_history``). The rows this callback saw are kept in
+Tune's experiment state (``get_state``), so ``--resume`` brings them back; rows a driver saw
+after Tune last saved its state are read back from the trial's ``result.json``, and
+evaluations no Tune row holds from the Trainer state of the run's registered latest
+checkpoint. A trial whose history still has gaps (unreadable storage) loses nothing until a
+later event can read it.
 """
 
 from __future__ import annotations
@@ -21,41 +25,44 @@ from ray.tune.experiment import Trial
 
 from ftplat.checkpoints.gc import DELETE, build_trial_checkpoints, read_trials_gc_plan, run_gc_plan
 from ftplat.checkpoints.retention import RetentionPolicy
-from ftplat.layout import build_train_run_uri
-from ftplat.ray_internals import sort_trials_by_creation
+from ftplat.layout import build_train_run_uri, build_trial_history_uri
+from ftplat.ray_internals import read_trial_result_rows, sort_trials_by_creation
 from ftplat.records import CHECKPOINT_NAME_KEY, TrialRecord
 from ftplat.scoring import compute_history_stats, scope_score
-from ftplat.tune.summary import build_complete_history, read_trainer_state_evals
+from ftplat.storage import write_json
+from ftplat.tune.summary import build_history_row, build_trial_history, read_trainer_state_evals, read_trial_history_file
 
 logger = logging.getLogger(__name__)
-
-_ROW_KEYS = ("training_iteration", "step", "num_evaluations", CHECKPOINT_NAME_KEY)
 
 
 def build_live_trial_record(trial_id: str, status: str, rows: list[dict], trainer_evals: list[dict] | None, *,
                             objective_metric: str, mode: str, scope: str) -> TrialRecord:
     """One trial as the sweep stands now: its history so far and its score under ``scope``.
 
-    ``rows`` are the Tune results this driver saw; ``trainer_evals`` the evaluations of the
-    newest checkpoint's Trainer state, needed only when the rows do not start at the first
+    ``rows`` are the Tune results known for the trial; ``trainer_evals`` the evaluations of its
+    latest checkpoint's Trainer state, needed only when the rows do not start at the first
     evaluation (a resumed trial), else None.
     """
-    history = build_complete_history(rows, trainer_evals) if trainer_evals else rows
+    history = build_trial_history(rows, trainer_evals or [])
     stats = compute_history_stats(history, objective_metric)
     return TrialRecord(trial_id=trial_id, status=status, history=history,
                        scores={scope: scope_score(stats, scope, mode)})
 
 
 def is_history_incomplete(rows: list[dict]) -> bool:
-    """True when the first row this driver saw is not the trial's first evaluation."""
-    return not rows or int(rows[0].get("num_evaluations") or 1) > 1
+    """True when the first row known is not the trial's first evaluation, or a later one is
+    missing (a report counts the trial's evaluations so far in ``num_evaluations``)."""
+    if not rows:
+        return True
+    counts = [int(r.get("num_evaluations") or 0) for r in rows]
+    return int(rows[0].get("num_evaluations") or 1) > 1 or len({r.get("step") for r in rows}) < max(counts)
 
 
 class LiveRetentionCallback(Callback):
     """Deletes, after each evaluation and trial end, the checkpoints the sweep's policy drops.
 
-    Holds plain data only: Tune pickles its callbacks into the experiment state, and
-    ``--resume`` unpickles them in a new driver.
+    Holds plain data only: Tune pickles its callbacks with the experiment, and saves
+    ``get_state`` with its experiment state, which ``--resume`` restores.
     """
 
     def __init__(self, *, sweep_path: str, policy: RetentionPolicy, objective: dict[str, str],
@@ -67,13 +74,28 @@ class LiveRetentionCallback(Callback):
         self.greater_is_better = greater_is_better
         self._rows: dict[str, list[dict]] = {}
         self._finished_records: dict[str, TrialRecord] = {}
+        # Trials whose every evaluation this driver saw (not kept in the saved state: a new
+        # driver has seen none of them).
+        self._observed: set[str] = set()
         self._warned: set[str] = set()
         self.deleted_total = 0
 
+    def get_state(self) -> dict:
+        return {"rows": self._rows, "deleted_total": self.deleted_total}
+
+    def set_state(self, state: dict) -> None:
+        self._rows = {tid: list(rows) for tid, rows in state.get("rows", {}).items()}
+        self._observed = set()
+        self.deleted_total = state.get("deleted_total", 0)
+
+    def _metrics(self) -> tuple[str, str]:
+        return self.objective["metric"], self.metric_for_best_model
+
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict, **info):
         if result.get(CHECKPOINT_NAME_KEY):
-            keep = (*_ROW_KEYS, self.objective["metric"], self.metric_for_best_model)
-            self._rows.setdefault(trial.trial_id, []).append({k: result.get(k) for k in keep})
+            if trial.trial_id not in self._rows and int(result.get("num_evaluations") or 0) == 1:
+                self._observed.add(trial.trial_id)
+            self._rows.setdefault(trial.trial_id, []).append(build_history_row(result, self._metrics()))
             self._apply(trials, finishing=None)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info):
@@ -83,19 +105,39 @@ class LiveRetentionCallback(Callback):
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info):
         self._apply(trials, finishing=(trial.trial_id, Trial.ERROR))
 
-    def _record(self, trial: Trial, status: str) -> TrialRecord:
+    def _record(self, trial: Trial, status: str) -> tuple[TrialRecord, bool]:
+        """The trial's record and whether its history is known to be complete.
+
+        Rows this driver saw from the trial's first evaluation on are complete. Any other
+        trial (one restored from Tune's saved state, or resumed mid-way) may miss rows at its
+        head or its tail, so its history is rebuilt as the summary builds it: Tune's result
+        file and the Trainer state of its registered latest checkpoint. When that state cannot
+        be read, the history is not known.
+        """
         if trial.trial_id in self._finished_records:
-            return self._finished_records[trial.trial_id]
+            return self._finished_records[trial.trial_id], True
         rows = self._rows.get(trial.trial_id, [])
-        evals = None
-        if status != Trial.PENDING and is_history_incomplete(rows):
-            evals = read_trainer_state_evals(build_train_run_uri(self.sweep_path, trial.trial_id),
-                                             self.objective["metric"])
+        evals, known = None, True
+        observed = trial.trial_id in self._observed and not is_history_incomplete(rows)
+        run_uri = build_train_run_uri(self.sweep_path, trial.trial_id)
+        stored = read_trial_history_file(run_uri) if status != Trial.PENDING and not observed else None
+        if stored is not None:
+            rows = build_trial_history([*stored, *rows])
+        elif status != Trial.PENDING and not observed:
+            tune_rows = [build_history_row(r, self._metrics()) for r in read_trial_result_rows(trial) or []
+                         if r.get(CHECKPOINT_NAME_KEY)]
+            rows = build_trial_history([*tune_rows, *rows])
+            evals = read_trainer_state_evals(run_uri, self.objective["metric"])
+            known = evals is not None and (not rows or not is_history_incomplete(build_trial_history(rows, evals)))
         record = build_live_trial_record(trial.trial_id, status, rows, evals, objective_metric=self.objective["metric"],
                                          mode=self.objective["mode"], scope=self.objective["scope"])
-        if record.finished:
+        if record.finished and known:
+            if stored is None:
+                # Before any of its checkpoints can go: they hold the Trainer states that
+                # the summary would otherwise rebuild evaluations Tune's rows lack from.
+                write_json(build_trial_history_uri(run_uri), record.history)
             self._finished_records[trial.trial_id] = record
-        return record
+        return record, known
 
     def _apply(self, trials: list[Trial], finishing: tuple[str, str] | None) -> None:
         try:
@@ -103,9 +145,11 @@ class LiveRetentionCallback(Callback):
             statuses = {t.trial_id: t.status for t in trials}
             if finishing:
                 statuses[finishing[0]] = finishing[1]
-            checkpoints = [build_trial_checkpoints(self._record(t, statuses[t.trial_id]),
-                                                   metric_for_best_model=self.metric_for_best_model,
-                                                   scope=self.objective["scope"]) for t in trials]
+            checkpoints = []
+            for t in trials:
+                record, known = self._record(t, statuses[t.trial_id])
+                checkpoints.append(build_trial_checkpoints(record, metric_for_best_model=self.metric_for_best_model,
+                                                           scope=self.objective["scope"], history_known=known))
             # No winner yet: the policy guards the leading finished trial and every running one.
             plan = read_trials_gc_plan(self.sweep_path, checkpoints, self.policy, mode=self.objective["mode"],
                                        greater_is_better=self.greater_is_better, winner_trial_id=None,

@@ -53,13 +53,42 @@ def build_search_alg(space: SearchSpaceConfig, max_concurrent: int) -> Concurren
 
 
 def build_max_evaluations(job: JobConfig) -> int | None:
-    """Evaluations a full trial makes, when it can be known from the config."""
+    """Evaluations a full trial makes, when it can be known from the config.
+
+    Counted as transformers' ``DefaultFlowCallback`` evaluates: with ``steps``, at every
+    multiple of ``eval_steps`` and at the last step when that is not one (so
+    ``ceil(max_steps / eval_steps)``); with ``epoch``, at the end of every epoch the loop
+    starts, the last, partial one of a fractional ``num_train_epochs`` included. Otherwise the
+    count depends on the data's size (steps per epoch) and is left to ``scheduler.max_t``.
+    """
     t = job.training
     if t.max_steps > 0 and t.eval_strategy == "steps":
-        return max(1, t.max_steps // t.eval_steps)
+        return math.ceil(t.max_steps / t.eval_steps)
     if t.max_steps <= 0 and t.eval_strategy == "epoch":
         return math.ceil(t.num_train_epochs)
     return None
+
+
+class FullLengthASHAScheduler(ASHAScheduler):
+    """Ray's ASHA, except that a trial reaching ``max_t`` runs on to its own end.
+
+    Ray stops a trial once ``time_attr`` reaches ``max_t``. Here that is the trial's last
+    evaluation, and the stop kills the trial before its worker loads the best model and
+    removes its scratch folder, and before its driver writes ``trial_result.json`` and ends
+    its MLflow run. The rungs stay Ray's: Ray records a result at ``max_t`` in its bracket only
+    in ``on_trial_complete``, which Tune calls when the trial ends, stopped or not. A
+    ``scheduler.max_t`` below a trial's real length therefore ends the rungs there but no
+    longer cuts the trial short.
+    """
+
+    def __init__(self, *, time_attr: str, max_t: int, **kwargs: Any):
+        super().__init__(time_attr=time_attr, max_t=max_t, **kwargs)
+        self.full_length_attr, self.full_length = time_attr, max_t
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        if result.get(self.full_length_attr, 0) >= self.full_length:
+            return TrialScheduler.CONTINUE
+        return super().on_trial_result(tune_controller, trial, result)
 
 
 def build_scheduler(space: SearchSpaceConfig, job: JobConfig) -> TrialScheduler:
@@ -75,7 +104,7 @@ def build_scheduler(space: SearchSpaceConfig, job: JobConfig) -> TrialScheduler:
     if sched.grace_period > max_t:
         raise UserError(f"scheduler.grace_period ({sched.grace_period}) exceeds max_t ({max_t})")
     # One Tune iteration is one evaluation report, so grace_period and max_t count evaluations.
-    return ASHAScheduler(
+    return FullLengthASHAScheduler(
         time_attr="training_iteration",
         max_t=max_t,
         grace_period=sched.grace_period,

@@ -4,14 +4,21 @@ and the winner under the configured scope, read from Tune's results and the swee
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
 from typing import Any
 
 from ray.tune import ExperimentAnalysis
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
-from ftplat.layout import build_checkpoint_name, build_train_run_uri, build_trial_result_uri, parse_checkpoint_step
-from ftplat.ray_internals import read_trial_error, sort_trials_by_creation
+from ftplat.layout import (
+    build_checkpoint_name,
+    build_train_run_uri,
+    build_trial_history_uri,
+    build_trial_result_uri,
+    parse_checkpoint_step,
+)
+from ftplat.ray_internals import SNAPSHOT_FILE, read_trial_error, select_snapshot_names, sort_trials_by_creation
 from ftplat.records import (
     CHECKPOINT_NAME_KEY,
     HISTORY_KEYS,
@@ -22,8 +29,9 @@ from ftplat.records import (
     Winner,
     clean_value,
 )
-from ftplat.scoring import SCOPES, compute_history_stats, scope_score, select_best, select_hf_best
-from ftplat.storage import join_uri, list_dir_names, path_exists, read_json
+from ftplat.scoring import (SCOPES, compute_history_stats, is_finite_score, scope_score, select_best,
+                             select_hf_best)
+from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, read_text
 from ftplat.tracking.runs import redact_text
 
 
@@ -32,34 +40,68 @@ def _read_train_result(run_uri: str) -> dict | None:
     return read_json(uri) if path_exists(uri) else None
 
 
-def read_trainer_state_evals(run_uri: str, metric: str) -> list[dict]:
-    """Evaluation entries of the newest checkpoint's ``trainer_state.json`` in a Train run.
+def read_trainer_state_evals(run_uri: str, metric: str) -> list[dict] | None:
+    """Evaluation entries of the ``trainer_state.json`` of a Train run's latest checkpoint.
 
     After a restart Tune's history of a trial begins again where the run resumed, but the
     Trainer's own log history, restored from the checkpoint, still holds every evaluation
-    (and none of those a crash rolled back)."""
-    steps = [step for step in map(parse_checkpoint_step, list_dir_names(run_uri)) if step is not None]
-    if not steps:
-        return []
-    uri = join_uri(run_uri, build_checkpoint_name(max(steps)), "trainer_state.json")
-    if not path_exists(uri):
-        return []
-    return [e for e in read_json(uri).get("log_history", []) if metric in e]
+    (and none of those a crash rolled back). The latest is the one Ray's snapshot registers:
+    a newer folder can be an upload cut short, whose Trainer state names evaluations nobody
+    reported. Without a snapshot, the newest folder. Returns [] when the run has no
+    checkpoint, None when it has some but no readable Trainer state (history unknown).
+    """
+    folders = list_dir_names(run_uri)
+    snapshot_uri = join_uri(run_uri, SNAPSHOT_FILE)
+    names = folders
+    if path_exists(snapshot_uri):
+        with_snapshot = select_snapshot_names(read_text(snapshot_uri))
+        names = [n for n in folders if n in with_snapshot]
+    candidates = sorted((s, n) for n in names if (s := parse_checkpoint_step(n)) is not None)
+    if not candidates:
+        return [] if not any(parse_checkpoint_step(n) is not None for n in folders) else None
+    for _, name in reversed(candidates):
+        uri = join_uri(run_uri, name, "trainer_state.json")
+        try:
+            state = read_json(uri) if path_exists(uri) else None
+        except (OSError, ValueError):  # half written or half deleted
+            state = None
+        if state is not None:
+            return [e for e in state.get("log_history", []) if metric in e]
+    return None
 
 
-def build_complete_history(tune_rows: list[dict], trainer_evals: list[dict]) -> list[dict]:
-    """Tune's rows, with evaluations only the Trainer's state remembers put back in step
-    order and iterations renumbered; without such gaps Tune's rows are returned as they are."""
-    known = {row.get("step") for row in tune_rows}
-    missing = [e for e in trainer_evals if e.get("step") not in known]
-    if not missing:
-        return tune_rows
-    restored = [
-        {**{k: clean_value(e[k]) for k in HISTORY_KEYS if k in e},
-         CHECKPOINT_NAME_KEY: build_checkpoint_name(e["step"]), "source": "trainer_state"}
-        for e in missing
-    ]
-    merged = sorted(tune_rows + restored, key=lambda r: r.get("step") or 0)
+def read_trial_history_file(run_uri: str) -> list[dict] | None:
+    """The complete history live retention wrote for a finished trial before deleting any of
+    its checkpoints (which hold the Trainer states the history could otherwise be rebuilt
+    from); None when there is none."""
+    uri = build_trial_history_uri(run_uri)
+    return read_json(uri) if path_exists(uri) else None
+
+
+def build_history_row(result: dict[str, Any], metrics: Iterable[str] = ()) -> dict[str, Any]:
+    """What a trial's history keeps of one evaluation report: evaluation metrics as reported
+    (an infinite value scores as Ray scores it), the rest JSON-safe (a DataFrame fills
+    missing fields with NaN)."""
+    keep = (*HISTORY_KEYS, *metrics)
+    return {k: result[k] if k.startswith("eval_") else clean_value(result[k]) for k in keep if k in result}
+
+
+def build_trial_history(tune_rows: list[dict], trainer_evals: list[dict] = ()) -> list[dict]:
+    """A trial's evaluations in step order, each once, iterations renumbered 1..n.
+
+    Tune's rows first (of two reports of one step, the later wins: a restarted trial reports
+    again what a crash rolled back), then the evaluations only the Trainer state remembers (Tune's
+    rows of a trial begin again where a restart resumed it). The summary and live retention
+    score this same history, so they rank trials alike.
+    """
+    by_step: dict[Any, dict] = {}
+    for row in tune_rows:
+        by_step[row.get("step")] = row
+    for e in trainer_evals:
+        if e.get("step") is not None and e["step"] not in by_step:
+            by_step[e["step"]] = {**build_history_row(e), CHECKPOINT_NAME_KEY: build_checkpoint_name(e["step"]),
+                                  "source": "trainer_state"}
+    merged = sorted(by_step.values(), key=lambda r: r.get("step") or 0)
     return [{**row, "training_iteration": i} for i, row in enumerate(merged, start=1)]
 
 
@@ -68,23 +110,24 @@ def read_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig,
     """One trial's record and its scope statistics, from Tune's results (``frame``) and the
     Trainer state and training record of its Train run in storage."""
     metric, mode = space.objective.metric, space.objective.mode
+    best_metric = job.training.metric_for_best_model
     rows = []
     if frame is not None and len(frame):
         frame = frame.sort_values("training_iteration")
-        for raw in frame.to_dict("records"):
-            if metric in raw:
-                rows.append({k: clean_value(raw[k]) for k in HISTORY_KEYS if k in raw})
+        rows = [build_history_row(raw, (metric, best_metric)) for raw in frame.to_dict("records") if metric in raw]
     run_uri = build_train_run_uri(sweep_path, trial.trial_id)
-    rows = build_complete_history(rows, read_trainer_state_evals(run_uri, metric))
+    rows = build_trial_history([*(read_trial_history_file(run_uri) or []), *rows],
+                               read_trainer_state_evals(run_uri, metric) or [])
+    # Scores come from the values as reported (inf included), as Ray and live retention see
+    # them; only the stored history is made JSON-safe.
     stats = compute_history_stats(rows, metric)
-    best_metric = job.training.metric_for_best_model
     best_row = select_hf_best(rows, lambda r: r.get(best_metric), job.training.resolved_greater_is_better)
     best_checkpoint = None
     if best_row is not None and best_row.get(CHECKPOINT_NAME_KEY):
         uri = join_uri(run_uri, best_row[CHECKPOINT_NAME_KEY])
         best_checkpoint = BestCheckpoint(path=uri, exists=path_exists(uri), step=best_row.get("step"),
-                                         epoch=best_row.get("epoch"), metric=best_metric,
-                                         value=best_row.get(best_metric))
+                                         epoch=clean_value(best_row.get("epoch")), metric=best_metric,
+                                         value=clean_value(best_row.get(best_metric)))
     record = TrialRecord(
         trial_id=trial.trial_id,
         status=trial.status,
@@ -94,7 +137,7 @@ def read_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig,
         train_run_path=run_uri,
         train_result=_read_train_result(run_uri),
         error=read_trial_error(trial),
-        history=rows,
+        history=[{k: clean_value(v) for k, v in row.items()} for row in rows],
     )
     return record, stats
 
@@ -114,9 +157,12 @@ def read_sweep_summary(
     read = [read_trial_record(t, frames.get(t.trial_id), job=job, space=space, sweep_path=sweep_path)
             for t in sort_trials_by_creation(analysis.trials)]
     trials = [rec for rec, _ in read]
-    candidates = [(rec.trial_id, stats) for rec, stats in read]
     mode = space.objective.mode
-    winners = {s: select_best(candidates, s, mode) for s in SCOPES}
+    # Only a finite score can win: Ray's rule (``select_best``) returns a lone trial whatever
+    # its score, so a sweep whose one trial failed before evaluating would have a winner.
+    winners = {s: select_best([(rec.trial_id, stats) for rec, stats in read
+                               if is_finite_score(scope_score(stats, s, mode))], s, mode)
+               for s in SCOPES}
     winner = None
     if winners[space.scope] is not None:
         rec = next(r for r in trials if r.trial_id == winners[space.scope])

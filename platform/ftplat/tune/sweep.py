@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -16,14 +17,16 @@ from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.data.preparation import build_tokenized_tables
 from ftplat.errors import UserError
-from ftplat.layout import build_sweep_config_uri
+from ftplat.layout import build_summary_uri, build_sweep_config_uri
 from ftplat.ray_internals import check_ray_version, read_dashboard_url
-from ftplat.records import OBJECTIVE_KEY, SweepSummary
-from ftplat.runtime import run_ray_init
+from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
+from ftplat.runtime import check_trial_fits_nodes, run_ray_init
 from ftplat.storage import check_writable, join_uri, path_exists, read_json, write_json
 from ftplat.tracking.report import build_parent_params, run_finish_sweep
-from ftplat.tracking.runs import build_client, check_tracking_reachable, redact_text, run_start_parent
+from ftplat.tracking.runs import (build_unmasked_config, check_tracking_reachable, format_error, redact_config,
+                                  redact_text, run_end_parent, run_start_parent)
 from ftplat.tune.live_retention import LiveRetentionCallback
+from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.summary import format_summary_table, read_sweep_summary
 from ftplat.tune.trial import train_driver_fn
@@ -80,26 +83,19 @@ def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_na
 
 def check_cluster_fits(job: JobConfig) -> None:
     """A trial that can never be placed would leave the sweep pending forever: refuse it."""
-    res, total = job.resources, ray.cluster_resources()
-    if res.cpus_per_trial > total.get("CPU", 0):
-        raise UserError(
-            f"resources: a trial needs {res.cpus_per_trial:g} CPUs (trial_driver_cpus {res.trial_driver_cpus:g} + "
-            f"num_workers {res.num_workers} x cpus_per_worker {res.cpus_per_worker:g}) but the cluster has "
-            f"{total.get('CPU', 0):g}; lower num_workers or cpus_per_worker, or add nodes"
-        )
-    if res.use_gpu and res.num_workers * res.gpus_per_worker > total.get("GPU", 0):
-        raise UserError(
-            f"resources: a trial needs {res.num_workers * res.gpus_per_worker:g} GPUs but the cluster has "
-            f"{total.get('GPU', 0):g}; set resources.use_gpu=false or add GPU nodes"
-        )
+    check_trial_fits_nodes(job.resources, [node["Resources"] for node in ray.nodes() if node.get("Alive")])
 
 
 def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> tuple[JobConfig, SearchSpaceConfig]:
     """A resumed sweep continues with the configs it started with (trials already run used
-    them); a different config on the command line is reported and ignored."""
+    them); a different config on the command line is reported and ignored. Values stored
+    masked (credentials) are taken from the config given now (or ``MLFLOW_TRACKING_URI``)."""
     stored = read_json(build_sweep_config_uri(sweep_path))
-    stored_job = JobConfig.model_validate(stored["job"])
-    stored_space = SearchSpaceConfig.model_validate(stored["search_space"])
+    stored_job = JobConfig.model_validate(build_unmasked_config(
+        stored["job"], job.model_dump(mode="json"),
+        fallbacks={"tracking.tracking_uri": os.environ.get("MLFLOW_TRACKING_URI")}))
+    stored_space = SearchSpaceConfig.model_validate(
+        build_unmasked_config(stored["search_space"], space.model_dump(mode="json"), path="search"))
     if stored_job != job or stored_space != space:
         logger.warning("--resume: continuing with the configs stored in %s; the ones given now differ and are ignored",
                        build_sweep_config_uri(sweep_path))
@@ -142,9 +138,11 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
 
 
 def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> list[tune.Callback]:
+    # Stopped and failed trials leave their node-local scratch behind (their workers are killed).
+    callbacks: list[tune.Callback] = [ScratchCleanupCallback()]
     if not job.retention.apply_during_sweep:
-        return []
-    return [LiveRetentionCallback(
+        return callbacks
+    return [*callbacks, LiveRetentionCallback(
         sweep_path=sweep_path,
         policy=build_retention_policy(job),
         objective={"metric": space.objective.metric, "mode": space.objective.mode, "scope": space.scope},
@@ -191,7 +189,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         check_cluster_fits(job)
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
-            write_json(build_sweep_config_uri(sweep_path), config_json)
+            write_json(build_sweep_config_uri(sweep_path), redact_config(config_json))
         if job.tracking.enabled:
             tracking = run_start_parent(
                 job.tracking, sweep_name=sweep_name, sweep_path=sweep_path,
@@ -205,29 +203,66 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         try:
             grid = tuner.fit()
+            summary = read_sweep_summary(
+                tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
+                sweep_name=sweep_name,
+                sweep_path=sweep_path,
+                job=job,
+                space=space,
+                data=tokenized.stats,
+                wall_seconds=round(time.perf_counter() - started, 1),
+                versions=collect_versions(),
+                mlflow=redact_config(tracking),
+            )
+            summary = run_close_sweep(job, summary, tracking)
         except BaseException:
             if tracking:
-                build_client(tracking["tracking_uri"]).set_terminated(tracking["parent_run_id"], "FAILED")
+                run_end_parent(tracking, "FAILED")  # never raises: the sweep's own error is the one to see
             raise
-        summary = read_sweep_summary(
-            tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
-            sweep_name=sweep_name,
-            sweep_path=sweep_path,
-            job=job,
-            space=space,
-            data=tokenized.stats,
-            wall_seconds=round(time.perf_counter() - started, 1),
-            versions=collect_versions(),
-            mlflow=tracking,
-        )
-        summary.checkpoint_gc = run_sweep_retention(job, sweep_path, summary)
-        if tracking:
-            run_finish_sweep(tracking, summary, registered_model_name=job.tracking.registered_model_name,
-                             full_length=build_max_evaluations(job))
     finally:
         if started_ray:
             ray.shutdown()
-    summary_uri = summary.write()
     print(format_summary_table(summary), flush=True)
-    print(f"Summary: {redact_text(summary_uri)}", flush=True)
+    print(f"Summary: {redact_text(build_summary_uri(sweep_path))}", flush=True)
     return summary
+
+
+def run_close_sweep(job: JobConfig, summary: SweepSummary, tracking: dict[str, str] | None) -> SweepSummary:
+    """Write the summary, then run the final retention pass and close the sweep in MLflow,
+    writing the summary again after each. A failure of either is recorded in the summary (and
+    makes ``ftplat sweep`` exit 1); it never leaves the sweep without one."""
+    summary.write()
+    try:
+        summary.checkpoint_gc = run_sweep_retention(job, summary.sweep_path, summary)
+    except Exception as exc:  # storage (S3, NFS) errors included: the summary is the sweep's record
+        summary.retention_error = format_error(exc)
+        logger.exception("Checkpoint retention at the end of the sweep failed; `ftplat checkpoints gc %s` "
+                         "applies the policy again", redact_text(summary.sweep_path))
+    try:
+        summary = read_current_checkpoint_existence(summary)
+    except Exception as exc:  # the flags stay as they were read before retention
+        summary.retention_error = summary.retention_error or f"re-reading the best checkpoints: {format_error(exc)}"
+        logger.exception("Could not re-read which best checkpoints exist after retention")
+    summary.write()
+    if tracking:
+        summary.tracking_error = run_finish_sweep(tracking, summary,
+                                                  registered_model_name=job.tracking.registered_model_name,
+                                                  full_length=build_max_evaluations(job))
+        if summary.tracking_error:
+            logger.warning("MLflow tracking failed: %s; summary.json and the checkpoints are complete, "
+                           "the MLflow runs are not", summary.tracking_error)
+            summary.write()
+    return summary
+
+
+def read_current_checkpoint_existence(summary: SweepSummary) -> SweepSummary:
+    """The summary with each best checkpoint's ``exists`` read again from storage: it was read
+    before the final retention pass, which may have deleted some."""
+    def current(ckpt: BestCheckpoint | None) -> BestCheckpoint | None:
+        return dataclasses.replace(ckpt, exists=path_exists(ckpt.path)) if ckpt else None
+
+    trials = [dataclasses.replace(t, best_checkpoint=current(t.best_checkpoint)) for t in summary.trials]
+    winner = summary.winner
+    if winner:
+        winner = dataclasses.replace(winner, best_checkpoint=current(winner.best_checkpoint))
+    return dataclasses.replace(summary, trials=trials, winner=winner)

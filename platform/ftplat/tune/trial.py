@@ -17,6 +17,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.layout import build_train_run_name, build_trial_result_uri
 from ftplat.ray_internals import run_disable_train_print_patch
 from ftplat.storage import join_uri, write_json
+from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, run_start_trial
 from ftplat.train.entry import train_fn_per_worker
 
@@ -73,9 +74,11 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     run_name = build_train_run_name(trial_id)
     loop_config = {"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref,
                    "deepspeed": (deepspeed_configs or {}).get(trial_job.training.deepspeed)}
-    if tracking:
-        run_id = run_start_trial(tracking, trial_id=trial_id, run_uri=join_uri(sweep_path, run_name),
-                                 params=config)
+    # A tracking server that fails costs the trial its MLflow run, never the trial itself.
+    guard = TrackingGuard(f"in trial {trial_id}'s driver")
+    run_id = guard.call(run_start_trial, tracking, trial_id=trial_id, run_uri=join_uri(sweep_path, run_name),
+                        params=config) if tracking else None
+    if run_id:
         loop_config["tracking"] = {"tracking_uri": tracking["tracking_uri"], "run_id": run_id}
     trainer = build_torch_trainer(
         trial_job,
@@ -89,11 +92,15 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
         logger.info("Trial %s: dropped %d checkpoint(s) deleted by retention from the run snapshot before "
                     "restoring: %s", trial_id, len(repaired), ", ".join(sorted(repaired)))
     result = trainer.fit()
-    if tracking:
+    record = dict(result.return_value or {})
+    guard.add(record.get("tracking_errors"))  # rank 0's lost calls, which came first
+    if run_id:
         # The run ends with the trial; the sweep driver adds the scope scores at the end and
         # marks trials that never got here (stopped by ASHA, failed).
-        build_client(tracking["tracking_uri"]).set_terminated(loop_config["tracking"]["run_id"], "FINISHED")
+        guard.call(lambda: build_client(tracking["tracking_uri"]).set_terminated(run_id, "FINISHED"))
+    if tracking:
+        record["tracking_errors"] = guard.to_dict()
     # Rank 0's return value (train runtime, throughput, best step) is kept beside the
     # checkpoints; returning it would make Tune record one more result row.
     write_json(build_trial_result_uri(join_uri(sweep_path, run_name)),
-               {**(result.return_value or {}), "driver_wall_s": round(time.perf_counter() - started, 3)})
+               {**record, "driver_wall_s": round(time.perf_counter() - started, 3)})

@@ -1,0 +1,112 @@
+"""Removing trials' node-local scratch folders from the sweep driver.
+
+A trial that Tune stops (ASHA) or that fails is killed before its workers can remove their
+scratch folders (full checkpoints, optimizer state included: ``ftplat.train.scratch``). This
+Tune callback removes them with a zero-CPU task pinned to each alive node, since only a
+process on a node can delete that node's files. A trial's folders go a little after the trial
+ends: Tune calls ``on_trial_complete`` before it releases a stopped trial's actor, and the
+Train workers that actor owns die only after it, so a worker could still write a checkpoint
+into a folder removed at once. Every trial of the sweep is cleaned again when the sweep ends.
+Failures are logged and never stop the sweep.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import ray
+from ray.tune import Callback
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ftplat.layout import build_train_run_name
+from ftplat.train.scratch import run_remove_scratch
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between a trial's end and the removal of its scratch folders: Ray kills the
+#: workers of a released trial actor within moments; the pass at the sweep's end catches the rest.
+SETTLE_S = 10.0
+#: Seconds the sweep's end waits for the last removals before it logs them as unfinished.
+END_WAIT_S = 120.0
+
+_remove_on_node = ray.remote(num_cpus=0, max_retries=0)(run_remove_scratch)
+
+
+def run_remove_scratch_on_nodes(run_names: list[str]) -> list[ray.ObjectRef]:
+    """Start one removal task per alive node; return their references (see ``read_removals``)."""
+    refs = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+        refs.append(_remove_on_node.options(scheduling_strategy=strategy).remote(list(run_names)))
+    return refs
+
+
+def read_removals(refs: list[ray.ObjectRef], timeout_s: float) -> list[ray.ObjectRef]:
+    """Log the removals that finish within ``timeout_s``; return the ones still running."""
+    if not refs:
+        return []
+    done, running = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+    for ref in done:
+        try:
+            for path in ray.get(ref):
+                logger.info("Removed the scratch folder %s of a stopped or failed trial", path)
+        except Exception:  # a node that left, an unreadable folder: never fatal to the sweep
+            logger.warning("Removing trials' scratch folders failed on a node", exc_info=True)
+    return running
+
+
+class ScratchCleanupCallback(Callback):
+    """Removes each ended trial's scratch folders on every node, and all of them at the end.
+
+    Tune pickles its callbacks with the experiment: the timers and task references are dropped
+    from the pickle, since the pass at the end of a resumed sweep covers every trial.
+    """
+
+    def __init__(self, *, settle_s: float = SETTLE_S, end_wait_s: float = END_WAIT_S):
+        self.settle_s = settle_s
+        self.end_wait_s = end_wait_s
+        self._due: dict[str, float] = {}
+        self._running: list[ray.ObjectRef] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_due": {}, "_running": []}
+
+    def _start(self, run_names: Iterable[str]) -> None:
+        names = sorted(set(run_names))
+        if not names:
+            return
+        try:
+            self._running += run_remove_scratch_on_nodes(names)
+        except Exception:
+            logger.warning("Could not start removing the scratch folders of %s", ", ".join(names), exc_info=True)
+
+    def _schedule(self, trial_id: str) -> None:
+        self._due[build_train_run_name(trial_id)] = time.monotonic() + self.settle_s
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._schedule(trial.trial_id)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._schedule(trial.trial_id)
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        now = time.monotonic()
+        due = [name for name, at in self._due.items() if at <= now]
+        for name in due:
+            del self._due[name]
+        self._start(due)
+        self._running = read_removals(self._running, timeout_s=0)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self._due.clear()
+        self._start(build_train_run_name(t.trial_id) for t in trials)
+        running = read_removals(self._running, timeout_s=self.end_wait_s)
+        if running:
+            logger.warning("%d scratch removal task(s) still running after %.0f s; not waiting for them",
+                           len(running), self.end_wait_s)
+        self._running = []
