@@ -34,6 +34,7 @@ import torch
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.data.preparation import build_tokenized_tables
+from ftplat.ray_internals import run_init_private_cluster
 from ftplat.train.modeling import build_model
 from ftplat.tune.sweep import run_sweep
 
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
         job, space = build_configs(a, storage)
         data = build_tokenized_tables(job.data, job.model)
         plain = run_plain(job, data)
-        ray.init(address="local", num_cpus=a.threads + 1, include_dashboard=False, logging_level="ERROR")
+        run_init_private_cluster(num_cpus=a.threads + 1, include_dashboard=False, logging_level="ERROR")
         try:
             ours = run_ftplat(job, space)
         finally:

@@ -8,6 +8,9 @@ ftplat relies on a few things Ray does not promise to keep:
 * Train V2's environment switch for its ``print`` patch (turned off in trial drivers, or every
   Trainer log line reaches the driver twice).
 * ``ray._private.worker.get_dashboard_url`` (the dashboard link recorded in MLflow).
+* The GCS port variable of a new head (``run_init_private_cluster``): Ray's own processes in a
+  private cluster are told its address, or with several clusters on a host Train V2's
+  placement-group cleaner can look up the wrong one and remove a live trial's resources.
 * A Tune trial's ``run_metadata.error_filename`` and ``storage`` (the last line of a failed
   trial's error file goes into the summary; live retention reads the trial's ``result.json``
   after a resume, as the summary does).
@@ -196,3 +199,43 @@ def sort_trials_by_creation(trials: Iterable[Any]) -> list[Any]:
         return (created is None, created or 0, given)
 
     return [trial for _, trial in sorted(enumerate(trials), key=key)]
+
+
+# --- private local clusters ----------------------------------------------------------------
+
+#: ``ray._private.ray_constants.GCS_PORT_ENVIRONMENT_VARIABLE``: the port a new head's GCS binds.
+GCS_PORT_ENV = "RAY_GCS_SERVER_PORT"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def run_init_private_cluster(**init_kwargs: Any):
+    """``ray.init(address="local", ...)`` whose own processes know which cluster they are in.
+
+    Ray's processes look their cluster up when they call the state API without an address
+    (Train V2's PlacementGroupCleaner checks that its controller is alive that way). With
+    several clusters on one host the lookup finds another one, the controller seems dead, and
+    the cleaner removes the placement group of a trial that is still training. The GCS port is
+    chosen here and ``RAY_ADDRESS`` names it while Ray spawns its processes, which inherit it;
+    this process's environment is put back afterwards.
+    """
+    import ray
+
+    port = _free_port()
+    address = f"{ray.util.get_node_ip_address()}:{port}"
+    saved = {k: os.environ.get(k) for k in (GCS_PORT_ENV, "RAY_ADDRESS")}
+    os.environ.update({GCS_PORT_ENV: str(port), "RAY_ADDRESS": address})
+    try:
+        return ray.init(address="local", **init_kwargs)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

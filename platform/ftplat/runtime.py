@@ -10,6 +10,7 @@ import ray
 
 from ftplat.config.schema import ResourcesConfig
 from ftplat.errors import UserError
+from ftplat.ray_internals import run_init_private_cluster
 
 logger = logging.getLogger(__name__)
 # Ray keeps resources to four decimals; a sum like 0.25 + 3 x 1.25 must not miss by 1e-16.
@@ -38,8 +39,7 @@ def run_ray_init(res: ResourcesConfig) -> bool:
     if address:
         ctx = ray.init(address=address, logging_level=logging.WARNING)
     else:
-        ctx = ray.init(
-            address="local",
+        ctx = run_init_private_cluster(
             num_cpus=build_local_num_cpus(res),
             include_dashboard=True,
             dashboard_host="127.0.0.1",

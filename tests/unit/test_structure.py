@@ -153,6 +153,9 @@ def test_names_copied_from_libraries_match_them():
     assert ray_internals.PRINT_PATCH_ENV == constants.ENABLE_PRINT_PATCH_ENV_VAR
     assert ray_internals.WORKER_START_TIMEOUT_ENV == constants.WORKER_GROUP_START_TIMEOUT_S_ENV_VAR
     assert ray_internals.TUNE_RESULT_FILE == EXPR_RESULT_FILE
+    from ray._private.ray_constants import GCS_PORT_ENVIRONMENT_VARIABLE
+
+    assert ray_internals.GCS_PORT_ENV == GCS_PORT_ENVIRONMENT_VARIABLE
     assert layout.CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
     assert typing.get_args(Scope) == scoring.SCOPES
 
