@@ -11,6 +11,8 @@ ftplat relies on a few things Ray does not promise to keep:
 * The GCS port variable of a new head (``run_init_private_cluster``): Ray's own processes in a
   private cluster are told its address, or with several clusters on a host Train V2's
   placement-group cleaner can look up the wrong one and remove a live trial's resources.
+* Tune's experiment state file (found with ``_find_newest_experiment_checkpoint``): a
+  ``--resume`` is refused before Ray starts when ``Tuner.restore`` would not find one.
 * A Tune trial's ``run_metadata.error_filename`` and ``storage`` (the last line of a failed
   trial's error file goes into the summary; live retention reads the trial's ``result.json``
   after a resume, as the summary does).
@@ -133,6 +135,24 @@ def run_disable_train_print_patch() -> None:
     the driver and ``ray job logs`` twice. Train passes this variable from the process calling
     fit() to its controller and workers; a value set by the user wins."""
     os.environ.setdefault(PRINT_PATCH_ENV, "0")
+
+
+def read_missing_tune_state(sweep_path: str) -> str | None:
+    """What ``tune.Tuner.restore`` would miss in ``sweep_path``, None when it can restore it.
+
+    ``Tuner.can_restore`` looks for ``tuner.pkl`` only, written when the tuner is built; the
+    restore also needs an experiment state file, which Tune writes once ``fit`` runs, and
+    fails without one after the cluster has started (Ray names the file only privately).
+    """
+    from ray import tune
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+    from ray.tune.execution.tune_controller import TuneController
+
+    if not tune.Tuner.can_restore(sweep_path):
+        return "tuner.pkl"
+    if _find_newest_experiment_checkpoint(sweep_path) is None:
+        return TuneController.CKPT_FILE_TMPL.format("<time>")
+    return None
 
 
 def read_dashboard_url() -> str | None:

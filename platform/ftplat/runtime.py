@@ -19,11 +19,103 @@ _EPS = 1e-6
 
 def build_local_num_cpus(res: ResourcesConfig) -> int:
     """Logical CPUs for a local cluster: enough for the concurrent trials, never fewer than
-    the machine has (logical CPUs are scheduling slots, the OS shares the real cores)."""
+    the machine has (logical CPUs are scheduling slots, the OS shares the real cores).
+    ``check_trial_fits_machine`` has refused a trial whose workers the machine cannot run."""
     if res.local_num_cpus is not None:
         return res.local_num_cpus
     needed = math.ceil(res.cpus_per_trial * res.max_concurrent_trials)
-    return max(os.cpu_count() or 1, needed)
+    return max(read_machine_cpus(), needed)
+
+
+def read_cgroup_cpu_limit() -> float | None:
+    """The container's CPU quota (cgroup v2 ``cpu.max`` or v1 ``cfs_quota_us``), None if unlimited."""
+    for quota_file, period_file in (("/sys/fs/cgroup/cpu.max", None),
+                                    ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+        try:
+            with open(quota_file) as f:
+                fields = f.read().split()
+            if period_file:
+                with open(period_file) as f:
+                    fields.append(f.read().strip())
+            quota, period = fields[0], float(fields[1])
+            if quota in ("max", "-1") or period <= 0:
+                return None
+            return float(quota) / period
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
+def read_machine_cpus() -> int:
+    """CPUs this process can run on: the CPU affinity mask (a ``taskset`` or a cpuset), capped
+    by a container's CPU quota. ``os.cpu_count()`` counts the whole host's logical CPUs."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no affinity mask
+        cpus = os.cpu_count() or 1
+    quota = read_cgroup_cpu_limit()
+    return max(1, min(cpus, math.ceil(quota))) if quota else cpus
+
+
+def read_machine_gpus() -> int:
+    """CUDA GPUs this process sees (``CUDA_VISIBLE_DEVICES`` applies), as Ray would detect them."""
+    import torch  # seconds to import: only when a trial asks for GPUs
+
+    return torch.cuda.device_count()
+
+
+def read_private_cluster_planned() -> bool:
+    """True when ``run_ray_init`` will start a private local cluster on this machine (no
+    ``RAY_ADDRESS`` and Ray not yet initialised); checking never starts Ray."""
+    return not os.environ.get("RAY_ADDRESS") and not ray.is_initialized()
+
+
+def format_gpu_fix(fp16: bool) -> str:
+    """The fix for a trial asking more GPUs than there are; float16 cannot run without them."""
+    return ("set resources.use_gpu=false" + (" and training.fp16=false (float16 needs a GPU)" if fp16 else ""))
+
+
+def check_trial_fits_machine(res: ResourcesConfig, *, cpus: int, gpus: int, fp16: bool = False) -> list[str]:
+    """Refuse a trial that this machine cannot run on the private cluster it will start; return
+    the warnings to log once every check has passed.
+
+    Without ``resources.local_num_cpus`` the cluster is sized to what the sweep asks for, so Ray
+    would place any trial and start every worker process on too few cores: the workers must
+    fit the machine's CPUs. The trial driver only waits on its workers, so its fraction of a
+    CPU is not counted here (the cluster gets a slot for it). An explicit
+    ``resources.local_num_cpus`` oversubscribes on purpose (one warning), but a trial larger
+    than it could never be placed. ``gpus`` counts only when ``resources.use_gpu`` is on.
+    """
+    workers = res.num_workers * res.cpus_per_worker
+    warnings = []
+    if res.local_num_cpus is not None and res.cpus_per_trial > res.local_num_cpus + _EPS:
+        raise UserError(
+            f"resources.local_num_cpus: a trial needs {res.cpus_per_trial:g} CPUs (trial_driver_cpus "
+            f"{res.trial_driver_cpus:g} + num_workers {res.num_workers} x cpus_per_worker {res.cpus_per_worker:g}) "
+            f"but the local cluster gets {res.local_num_cpus}, so it could never start; raise "
+            f"resources.local_num_cpus to {math.ceil(res.cpus_per_trial - _EPS)}, or lower resources.num_workers "
+            "or resources.cpus_per_worker"
+        )
+    if workers > cpus + _EPS:
+        if res.local_num_cpus is None:
+            raise UserError(
+                f"resources.num_workers x resources.cpus_per_worker: a trial's {res.num_workers} workers x "
+                f"{res.cpus_per_worker:g} CPUs need {workers:g} CPUs but this machine has {cpus}; lower "
+                "resources.num_workers or resources.cpus_per_worker, run on a cluster (RAY_ADDRESS), or set "
+                "resources.local_num_cpus to oversubscribe this machine on purpose"
+            )
+        warnings.append(
+            f"resources.local_num_cpus={res.local_num_cpus}: a trial's workers use {workers:g} CPUs on a machine "
+            f"with {cpus}; they share its cores and train slower than the CPU count says"
+        )
+    if res.use_gpu and res.num_workers * res.gpus_per_worker > gpus + _EPS:
+        raise UserError(
+            f"resources.use_gpu: a trial's {res.num_workers} workers need "
+            f"{res.num_workers * res.gpus_per_worker:g} GPUs (resources.gpus_per_worker "
+            f"{res.gpus_per_worker:g} each) but this machine has {gpus}; {format_gpu_fix(fp16)}, lower "
+            "resources.num_workers, or run on a GPU cluster (RAY_ADDRESS)"
+        )
+    return warnings
 
 
 def run_ray_init(res: ResourcesConfig) -> bool:
@@ -58,7 +150,7 @@ def build_worker_slots(node: dict[str, float], need: dict[str, float]) -> int:
                default=2**31)
 
 
-def check_trial_fits_nodes(res: ResourcesConfig, nodes: list[dict[str, float]]) -> None:
+def check_trial_fits_nodes(res: ResourcesConfig, nodes: list[dict[str, float]], *, fp16: bool = False) -> None:
     """Refuse a trial that no placement on these nodes (each node's total ``Resources``) can
     hold: Train V2 would retry the worker group forever and the sweep would never end.
 
@@ -75,7 +167,7 @@ def check_trial_fits_nodes(res: ResourcesConfig, nodes: list[dict[str, float]]) 
     if res.use_gpu and res.num_workers * res.gpus_per_worker > total["GPU"] + _EPS:
         raise UserError(
             f"resources: a trial needs {res.num_workers * res.gpus_per_worker:g} GPUs but the cluster has "
-            f"{total['GPU']:g}; set resources.use_gpu=false or add GPU nodes"
+            f"{total['GPU']:g}; {format_gpu_fix(fp16)}, or add GPU nodes"
         )
     worker = {"CPU": res.cpus_per_worker, "GPU": res.gpus_per_worker if res.use_gpu else 0.0}
     largest = max(nodes, key=lambda n: (n.get("GPU", 0.0) if res.use_gpu else 0.0, n.get("CPU", 0.0)))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import posixpath
+import re
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ftplat.errors import UserError
@@ -53,6 +56,48 @@ def list_dir_names(uri: str) -> list[str]:
     return sorted(posixpath.basename(i.path) for i in infos if i.type == pafs.FileType.Directory)
 
 
+#: ``user:password@`` inside a URI (``s3://KEY:SECRET@bucket/prefix``, ``http://user:pw@host``).
+URI_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def mask_uri_credentials(text: str) -> str:
+    """``text`` with the credentials inside any URI in it replaced by ``***``."""
+    return URI_USERINFO.sub("***@", text)
+
+
+def format_storage_error(uri: str, exc: BaseException, problem: str) -> str:
+    """``storage.storage_path '<uri>' <problem> (<first line of exc>)``, credentials masked."""
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    return mask_uri_credentials(f"storage.storage_path {uri!r} {problem} ({first[:300]})")
+
+
+def check_storage_reachable(uri: str) -> None:
+    """Refuse, without writing anything, storage that cannot hold the sweep: an unreachable
+    endpoint or bucket, missing credentials, a file where a folder belongs, or a local folder
+    without write permission. ``UserError`` naming ``storage.storage_path`` and the fix."""
+    remote = "://" in uri and not uri.startswith("file://")
+    fix = ("check the bucket, AWS_ENDPOINT_URL and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+           "AWS_DEFAULT_REGION) in this environment" if remote else "give a folder you can write to")
+    try:
+        fs, path = resolve_storage(uri)
+        # The nearest part of the path that exists decides: it must be a folder (or a bucket)
+        # that the rest can be created under.
+        existing, info = path, fs.get_file_info(path)
+        while info.type == pafs.FileType.NotFound and posixpath.dirname(existing.rstrip("/")) not in ("", existing):
+            existing = posixpath.dirname(existing.rstrip("/"))
+            info = fs.get_file_info(existing)
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"{format_storage_error(uri, exc, 'is not reachable')}; {fix}") from None
+    masked = mask_uri_credentials(uri)
+    if info.type == pafs.FileType.NotFound:
+        raise UserError(f"storage.storage_path {masked!r}: bucket {existing!r} does not exist; create it, or "
+                        "give an existing bucket")
+    if info.type != pafs.FileType.Directory:
+        raise UserError(f"storage.storage_path {masked!r}: {existing!r} is a file, not a folder; {fix}")
+    if not remote and not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"storage.storage_path {masked!r}: no permission to write in {existing!r}; {fix}")
+
+
 def check_writable(uri: str) -> None:
     """Create ``uri`` and write then delete a probe file; ``UserError`` naming the field if not."""
     try:
@@ -62,5 +107,6 @@ def check_writable(uri: str) -> None:
         with fs.open_output_stream(probe) as out:
             out.write(b"ok")
         fs.delete_file(probe)
-    except OSError as exc:
-        raise UserError(f"storage.storage_path {uri!r} is not writable: {exc}") from None
+    except (OSError, pa.ArrowException) as exc:
+        raise UserError(f"{format_storage_error(uri, exc, 'is not writable')}; give storage you can write to "
+                        "(for s3://, credentials that may write to the bucket)") from None

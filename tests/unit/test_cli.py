@@ -76,7 +76,7 @@ def test_job_script_help_runs_without_ray():
 
 def test_paths_inside_a_job_working_dir_copy_are_flagged():
     from ftplat.config.loading import load_sweep_configs
-    from ftplat.tune.sweep import build_ephemeral_path_warnings
+    from ftplat.tune.preflight import build_ephemeral_path_warnings
 
     cwd = "/tmp/ray/session_x/runtime_resources/working_dir_files/_ray_pkg_abc"
     job, _ = load_sweep_configs(None, None, [f"storage.storage_path={cwd}/out",

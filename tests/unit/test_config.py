@@ -168,3 +168,47 @@ def test_readme_config_reference_is_current():
     assert build_reference_markdown() in (REPO / "README.md").read_text(), (
         "README.md's config reference is stale: run `python -m ftplat.config.reference --write README.md`"
     )
+
+
+def test_scheduler_and_optimizer_names_are_the_ones_transformers_knows():
+    import typing
+
+    from transformers.trainer_utils import SchedulerType
+    from transformers.training_args import OptimizerNames
+
+    from ftplat.config.schema import TrainingConfig
+
+    allowed = typing.get_args(TrainingConfig.model_fields["lr_scheduler_type"].annotation)
+    assert set(allowed) <= {s.value for s in SchedulerType}
+    for name in ("adamw_torch", "adamw_torch_fused", "adafactor", "sgd"):
+        assert name in {o.value for o in OptimizerNames} and TrainingConfig(optim=name).optim == name
+    with pytest.raises(ValueError, match="'adamw_fake' is not an optimizer transformers knows; closest: "):
+        TrainingConfig(optim="adamw_fake")
+
+
+@pytest.mark.parametrize(
+    "job_yaml, space_yaml, overrides, expected",
+    [
+        ("", None, [], "--config file is empty (or only comments)"),
+        (None, "# nothing yet\n", [], "--search-space file is empty"),
+        ("training:\n\tseed: 1\n", None, [], "not valid YAML at line 2, column 1"),
+        ("num_samples: 4\nscheduler: {type: fifo}\n", None, [], "num_samples, scheduler are search-space keys; "
+                                                              "pass this file with --search-space"),
+        (None, "training: {seed: 1}\n", [], "training is a job-config key; pass this file with --config"),
+        (None, None, ["scope=avg"], "scope is a search-space key; prefix search-space overrides with 'search.'"),
+        (None, None, ["search.data.train_size=10"], "data is a job-config key; job-config overrides take no"),
+        (None, None, ["training.fp16=true"], "training.fp16 is true but resources.use_gpu is false"),
+    ],
+)
+def test_misplaced_and_empty_inputs(tmp_path, job_yaml, space_yaml, overrides, expected):
+    job = write(tmp_path, "job.yaml", job_yaml) if job_yaml is not None else None
+    space = write(tmp_path, "space.yaml", space_yaml) if space_yaml is not None else None
+    with pytest.raises(ConfigError) as err:
+        load_sweep_configs(job, space, overrides)
+    assert expected in str(err.value) and "\n" not in str(err.value)
+    assert "(top level)" not in str(err.value)
+
+
+def test_fp16_with_gpu_workers_is_accepted():
+    job, _ = load_sweep_configs(None, None, ["training.fp16=true", "resources.use_gpu=true"])
+    assert job.training.fp16 and job.resources.use_gpu

@@ -123,3 +123,58 @@ def test_class_label_names_that_differ_from_id2label_are_refused(tmp_path, tiny_
         build_tokenized_tables(DataConfig(source=source), model)
     no_names = ModelConfig(name_or_path=str(tiny_model_dir), id2label=None)
     assert build_tokenized_tables(DataConfig(source=source), no_names).train["labels"].to_pylist() == [0, 1]
+
+
+def test_empty_texts_are_refused_or_dropped_as_configured(tmp_path, tiny_model_dir, caplog):
+    from ftplat.errors import UserError
+
+    model = ModelConfig(name_or_path=str(tiny_model_dir))
+    texts = ["good film", "", "bad film", "  \n", None, "fine film"]
+    pq.write_table(pa.table({"text": texts, "label": [1, 0, 0, 1, 1, 1]}), tmp_path / "train.parquet")
+    pq.write_table(pa.table({"text": ["good", "bad"], "label": [1, 0]}), tmp_path / "test.parquet")
+    with pytest.raises(UserError, match=r"data.text_column 'text' of split 'train' has 3 empty or whitespace-only "
+                                        r"texts of 6 \(first at row 1\)"):
+        build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
+    with caplog.at_level("INFO", logger="ftplat.data.preparation"):
+        out = build_tokenized_tables(DataConfig(source=str(tmp_path), empty_texts="drop"), model)
+    assert out.train["labels"].to_pylist() == [1, 0, 1] and out.eval.num_rows == 2
+    assert out.stats["train"]["dropped_empty_texts"] == 3 and "dropped_empty_texts" not in out.stats["eval"]
+    assert "left out 3 empty or whitespace-only texts of split 'train'" in caplog.text
+    with pytest.raises(UserError, match=r"data.train_size 4 is larger than split 'train', which has 3 rows after "
+                                        r"dropping 3 empty texts"):
+        build_tokenized_tables(DataConfig(source=str(tmp_path), empty_texts="drop", train_size=4), model)
+    # a subset as large as the split is the whole split, shuffled
+    out = build_tokenized_tables(DataConfig(source=str(tmp_path), empty_texts="drop", train_size=3), model)
+    assert sorted(out.train["labels"].to_pylist()) == [0, 1, 1]
+
+
+def test_each_split_is_read_with_its_own_column_types(tmp_path):
+    # One load for both splits cast the test split to the train split's types (or failed on them).
+    pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 1]}), tmp_path / "train.parquet")
+    pq.write_table(pa.table({"text": ["a", "b"], "label": [0.0, 1.0]}), tmp_path / "test.parquet")
+    splits = load_raw_splits(DataConfig(source=str(tmp_path)))
+    assert splits["train"].features["label"].dtype == "int64" and splits["test"].features["label"].dtype == "float64"
+
+
+def test_complete_model_folders_pass_the_model_check(tmp_path, tiny_model_dir):
+    import shutil
+
+    from ftplat.errors import UserError
+    from ftplat.train.modeling import check_model_dir
+
+    check_model_dir(ModelConfig(name_or_path=str(tiny_model_dir)))
+    check_model_dir(ModelConfig(name_or_path="bert-base-uncased"))  # a hub id: nothing local to check
+    # other file layouts save_pretrained writes: .bin weights, a sharded index, a vocab.txt tokenizer
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in ("config.json", "pytorch_model.bin", "vocab.txt"):
+        (folder / name).write_text("{}")
+    check_model_dir(ModelConfig(name_or_path=str(folder)))
+    shutil.copytree(tiny_model_dir, tmp_path / "sharded")
+    (tmp_path / "sharded" / "model.safetensors").rename(tmp_path / "sharded" / "model-00001-of-00001.safetensors")
+    (tmp_path / "sharded" / "model.safetensors.index.json").write_text(
+        '{"weight_map": {"a": "model-00001-of-00001.safetensors"}}')
+    check_model_dir(ModelConfig(name_or_path=str(tmp_path / "sharded")))
+    (tmp_path / "sharded" / "model.safetensors.index.json").write_text("{not json")
+    with pytest.raises(UserError, match="is missing shard model.safetensors.index.json \\(not a valid index\\)"):
+        check_model_dir(ModelConfig(name_or_path=str(tmp_path / "sharded")))

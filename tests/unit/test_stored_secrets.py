@@ -75,8 +75,10 @@ def test_masked_values_are_taken_back_from_the_config_given_now():
 
 @pytest.fixture
 def fake_sweep(tmp_path, monkeypatch, mlflow_store):
-    """``run_sweep`` with its storage and MLflow writers real, and Ray, tokenizing and the trials
-    replaced: what the tuner and the MLflow close-out were given is recorded."""
+    """``run_sweep`` with its storage and MLflow writers real, and Ray, the model and data checks,
+    tokenizing and the trials replaced: what the tuner and the MLflow close-out were given is
+    recorded."""
+    import ftplat.tune.preflight as preflight_mod
     import ftplat.tune.sweep as sweep_mod
     from ftplat.config.loading import load_sweep_configs
     from ftplat.data.preparation import TokenizedData
@@ -84,7 +86,8 @@ def fake_sweep(tmp_path, monkeypatch, mlflow_store):
 
     seen: dict[str, list] = {"tuner": [], "finish": []}
     table = pa.table({"input_ids": [[1, 2]], "attention_mask": [[1, 1]], "labels": [0]})
-    monkeypatch.setattr(sweep_mod, "build_tokenized_tables", lambda data, model: TokenizedData(table, table, {}))
+    monkeypatch.setattr(preflight_mod, "build_sweep_data", lambda job: TokenizedData(table, table, {}))
+    monkeypatch.setattr(preflight_mod, "read_missing_tune_state", lambda sweep_path: None)  # no Tune ran
     monkeypatch.setattr(sweep_mod, "run_ray_init", lambda res: False)
     monkeypatch.setattr(sweep_mod, "check_cluster_fits", lambda job: None)
     monkeypatch.setattr(sweep_mod, "read_dashboard_url", lambda: None)

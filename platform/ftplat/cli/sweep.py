@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import logging
+import os
 import sys
+import tempfile
+import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftplat.config.loading import load_sweep_configs
@@ -14,6 +19,7 @@ if TYPE_CHECKING:
     from ftplat.records import SweepSummary
 
 logger = logging.getLogger(__name__)
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 EPILOG = """\
 overrides: key=value pairs into the job config (training.learning_rate=3.0e-5,
@@ -24,8 +30,16 @@ search over learning rate, warmup and weight decay.
 """
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is refused like any bad input: one ``error:`` line
+    naming the argument, exit code 2 (argparse's own usage line would be a second)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"error: {message}; run '{self.prog} --help' for the options\n")
+
+
 def build_parser(prog: str = "ftplat sweep") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineErrorParser(
         prog=prog,
         description="Run a hyperparameter sweep: Ray Tune + Optuna over Ray Train trials of the HF Trainer.",
         epilog=EPILOG,
@@ -38,8 +52,14 @@ def build_parser(prog: str = "ftplat sweep") -> argparse.ArgumentParser:
     p.add_argument("--storage", help="shorthand for storage.storage_path=...")
     p.add_argument("--name", help="shorthand for storage.sweep_name=...")
     p.add_argument("--resume", action="store_true", help="continue the sweep named by --name")
-    p.add_argument("overrides", nargs="*", metavar="key=value")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="set a config field (see below); before, between or after the options")
     return p
+
+
+def parse_sweep_args(argv: list[str] | None, prog: str = "ftplat sweep") -> argparse.Namespace:
+    """Options and ``key=value`` overrides in any order (``--storage S data.max_length=32 --name N``)."""
+    return build_parser(prog).parse_intermixed_args(argv)
 
 
 def build_overrides(args: argparse.Namespace) -> list[str]:
@@ -50,16 +70,70 @@ def build_overrides(args: argparse.Namespace) -> list[str]:
             if getattr(args, attr)] + list(args.overrides)
 
 
+class ProgressHandler(logging.StreamHandler):
+    """Records below WARNING to the ``sys.stdout`` of the moment (tests swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+        self.addFilter(lambda record: record.levelno < logging.WARNING)
+        self.setFormatter(logging.Formatter(LOG_FORMAT))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout
+        super().emit(record)
+
+
 def configure_logging() -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("ftplat").setLevel(logging.INFO)
+    """ftplat's progress (INFO) goes to stdout; warnings and errors, of every library, to
+    stderr. A refused sweep's stderr then holds its one ``error:`` line and nothing else."""
+    root = logging.getLogger()
+    if not root.handlers:  # a host application (or pytest) keeps its own handlers
+        errors = logging.StreamHandler()
+        errors.setLevel(logging.WARNING)
+        errors.setFormatter(logging.Formatter(LOG_FORMAT))
+        root.addHandler(errors)
+        root.setLevel(logging.WARNING)
+    package = logging.getLogger("ftplat")
+    package.setLevel(logging.INFO)
+    if not any(isinstance(h, ProgressHandler) for h in package.handlers):
+        package.addHandler(ProgressHandler())
+    # datasets draws a progress bar on stderr for every file it converts; a user's setting wins.
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
+
+
+def run_write_failure_log(exc: BaseException) -> str:
+    """Write ``exc`` with its traceback (credentials in URIs masked) to a new file under
+    ``<tempdir>/ftplat-logs/``; return its path."""
+    from ftplat.tracking.runs import redact_text
+
+    folder = Path(tempfile.gettempdir()) / "ftplat-logs"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    path = folder / f"sweep-{stamp}-{os.getpid()}.log"
+    # "x": never write through a file (or a link) someone else put there in a shared tempdir.
+    with path.open("x") as out:
+        out.write(redact_text("".join(traceback.format_exception(exc))))
+    return str(path)
+
+
+def format_failure(exc: BaseException) -> str:
+    """The one stderr line of a runtime failure: what failed, and where its traceback is."""
+    from ftplat.tracking.runs import format_error
+
+    try:
+        where = f"traceback in {run_write_failure_log(exc)}"
+    except OSError as log_exc:  # the error itself matters more than its log
+        logger.exception("The sweep failed, and its log could not be written (%s)", log_exc)
+        where = "traceback above"
+    return f"the sweep failed: {format_error(exc)}; {where}"
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
-    """Exit 0 with a winner, 2 on a user error (one line, no traceback), 1 on any other
-    failure (logged with its traceback), or when no trial produced a score, the final
-    retention pass failed or MLflow tracking failed (one ``error:`` line each)."""
-    args = build_parser(prog).parse_args(argv)
+    """Exit 0 with a winner; 2 on bad input (one ``error:`` line naming the field and the fix,
+    nothing written, Ray not started); 1 on any other failure (one ``error:`` line naming the
+    log file that holds the traceback), or when no trial produced a score, the final retention
+    pass failed or MLflow tracking failed (one ``error:`` line each)."""
+    args = parse_sweep_args(argv, prog)
     configure_logging()
     try:
         job, space = load_sweep_configs(args.config, args.search_space, build_overrides(args))
@@ -72,8 +146,8 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except Exception:  # noqa: BLE001 - the CLI's contract: a traceback in the log, exit 1
-        logger.exception("The sweep failed")
+    except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, the traceback in a log, exit 1
+        print(f"error: {format_failure(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     failures = format_sweep_failures(summary)
     for line in failures:

@@ -36,14 +36,15 @@ def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
         loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
         # Discriminated unions put the tag name in the path; it is not a YAML key.
         loc = [p for p in loc if p not in {"loguniform", "uniform", "int", "choice", "fifo", "asha"}]
-        path = ".".join([prefix] + loc if prefix else loc) or "(top level)"
+        path = ".".join([prefix] + loc if prefix else loc)
         kind = err["type"]
         msg = err["msg"].removeprefix("Value error, ")
         if kind == "extra_forbidden":
             msg = "unknown key (check the spelling; see the config reference in README.md)"
         elif kind in {"float_type", "int_type", "bool_type", "string_type", "literal_error"} or kind.endswith("_parsing"):
             msg = f"{msg}; {_describe_input(err.get('input'))}"
-        lines.append(f"{path}: {msg}")
+        # A rule across sections (JobConfig's own validators) names its fields in the message.
+        lines.append(f"{path}: {msg}" if path else msg)
     return "; ".join(lines)
 
 
@@ -58,17 +59,50 @@ def validate(model: type[M], data: Any, *, source: str, prefix: str = "") -> M:
         raise ConfigError(f"{source}: {format_validation_error(exc, prefix=prefix)}") from None
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
+def format_yaml_error(path: Path, exc: yaml.YAMLError, text: str) -> str:
+    """``<path>: not valid YAML at line L, column C: <problem>``, with a hint for tabs (YAML
+    indents with spaces only, and a tab is the usual cause of an error that looks like none)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    problem = " ".join(str(problem).split())
+    if mark is None:
+        return f"{path}: not valid YAML ({problem})"
+    line = text.splitlines()[mark.line] if mark.line < len(text.splitlines()) else ""
+    hint = ""
+    if "\t" in line or "'\\t'" in problem:
+        hint = "; YAML indents with spaces only: replace the tab on that line with spaces"
+    return f"{path}: not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}{hint}"
+
+
+def read_yaml(path: str | Path, *, option: str = "--config") -> dict[str, Any]:
+    """The mapping in the YAML file given with ``option`` (named in the errors)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
+        raise ConfigError(f"config file {str(path)!r} does not exist; check the path given to {option}")
+    text = path.read_text()
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
-    if data is not None and not isinstance(data, dict):
+        raise ConfigError(format_yaml_error(path, exc, text)) from None
+    if data is None:
+        # An empty file is almost always a mistake (a failed copy, the wrong file); taking it
+        # as "all defaults" would silently run the embedded IMDB recipe.
+        raise ConfigError(f"{path}: {option} file is empty (or only comments); write the settings "
+                          f"to change in it, or leave out {option} to use the embedded defaults")
+    if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data or {}
+    return data
+
+
+def check_misplaced_keys(keys: list[str], *, source: str, own: type[BaseModel], other: type[BaseModel],
+                         other_name: str, fix: str) -> None:
+    """Refuse top-level ``keys`` that ``own`` does not know but ``other`` does (a search space
+    given as ``--config``, or the other way round), naming where they belong."""
+    misplaced = [k for k in dict.fromkeys(keys) if k not in own.model_fields and k in other.model_fields]
+    if misplaced:
+        names = ", ".join(misplaced)
+        raise ConfigError(f"{source}: {names} {'is a' if len(misplaced) == 1 else 'are'} {other_name} "
+                          f"key{'' if len(misplaced) == 1 else 's'}; {fix}")
 
 
 def parse_override_value(text: str) -> Any:
@@ -150,6 +184,10 @@ def resolve_deepspeed_path(spec: str | None) -> str | None:
     return str(Path(spec).expanduser().resolve())
 
 
+def _override_keys(overrides: list[str]) -> list[str]:
+    return [item.partition("=")[0].strip().split(".")[0] for item in overrides if "=" in item]
+
+
 def load_sweep_configs(
     config_path: str | Path | None,
     search_space_path: str | Path | None,
@@ -158,18 +196,29 @@ def load_sweep_configs(
     """Load, override and validate the job config and the search space.
 
     Overrides starting with ``search.`` go to the search space, the rest to the job config.
-    Missing files mean the embedded defaults (the IMDB recipe and its default space).
+    No file (``None``) means the embedded defaults (the IMDB recipe and its default space); an
+    empty file is refused.
     """
     job_overrides = [o for o in overrides if not o.startswith(SEARCH_PREFIX)]
     space_overrides = [o[len(SEARCH_PREFIX) :] for o in overrides if o.startswith(SEARCH_PREFIX)]
 
     job_source = str(config_path) if config_path else "job config"
-    job_data = read_yaml(config_path) if config_path else {}
+    job_data = read_yaml(config_path, option="--config") if config_path else {}
+    check_misplaced_keys(list(job_data), source=job_source, own=JobConfig, other=SearchSpaceConfig,
+                         other_name="search-space", fix="pass this file with --search-space, not --config")
+    check_misplaced_keys(_override_keys(job_overrides), source="override", own=JobConfig,
+                         other=SearchSpaceConfig, other_name="search-space",
+                         fix=f"prefix search-space overrides with {SEARCH_PREFIX!r}, e.g. search.num_samples=4")
     job_data = apply_overrides(job_data, job_overrides)
     job = resolve_local_paths(validate(JobConfig, job_data, source=job_source))
 
     space_source = str(search_space_path) if search_space_path else "search space"
-    space_data = read_yaml(search_space_path) if search_space_path else {}
+    space_data = read_yaml(search_space_path, option="--search-space") if search_space_path else {}
+    check_misplaced_keys(list(space_data), source=space_source, own=SearchSpaceConfig, other=JobConfig,
+                         other_name="job-config", fix="pass this file with --config, not --search-space")
+    check_misplaced_keys(_override_keys(space_overrides), source="override", own=SearchSpaceConfig,
+                         other=JobConfig, other_name="job-config",
+                         fix=f"job-config overrides take no {SEARCH_PREFIX!r} prefix, e.g. training.learning_rate=3.0e-5")
     space_data = apply_overrides(space_data, space_overrides, dotted_sections=("parameters",))
     space = validate(SearchSpaceConfig, space_data, source=space_source)
     try:

@@ -110,6 +110,10 @@ class DataConfig(StrictModel):
     """Stratified subset of the eval split; ``None`` uses all of it."""
     subset_seed: int = 42
     """Seed of the stratified subsets."""
+    empty_texts: Literal["error", "drop"] = "error"
+    """Rows whose text is empty, whitespace-only or missing: ``error`` refuses the data and
+    names the split and the count; ``drop`` leaves them out (the count is logged) before the
+    subsets are drawn."""
 
 
 class TrainingConfig(StrictModel):
@@ -138,7 +142,7 @@ class TrainingConfig(StrictModel):
     ] = "linear"
     """Learning-rate schedule after warmup."""
     optim: str = "adamw_torch"
-    """HF optimizer name."""
+    """HF optimizer name (a value of ``transformers.training_args.OptimizerNames``)."""
     max_grad_norm: float = Field(default=1.0, ge=0)
     """Gradient clipping norm (0 disables)."""
     eval_strategy: Literal["epoch", "steps"] = "epoch"
@@ -178,6 +182,24 @@ class TrainingConfig(StrictModel):
     @classmethod
     def _known_metric(cls, value):
         return normalize_eval_metric(value, field="metric_for_best_model")
+
+    @field_validator("optim")
+    @classmethod
+    def _known_optimizer(cls, value):
+        # The default is HF's own; looking a name up imports transformers (and torch, seconds),
+        # so only a name the user chose pays for it, and a typo fails here, not in a worker.
+        if value == "adamw_torch":
+            return value
+        import difflib
+
+        from transformers.training_args import OptimizerNames
+
+        known = [o.value for o in OptimizerNames]
+        if value not in known:
+            close = difflib.get_close_matches(value, known, n=4, cutoff=0.5) or known[:4]
+            raise ValueError(f"{value!r} is not an optimizer transformers knows; closest: {', '.join(close)} "
+                             f"(all {len(known)} names: transformers.training_args.OptimizerNames)")
+        return value
 
     @field_validator("deepspeed")
     @classmethod
@@ -322,3 +344,12 @@ class JobConfig(StrictModel):
     storage: StorageConfig = StorageConfig()
     retention: RetentionConfig = RetentionConfig()
     tracking: TrackingConfig = TrackingConfig()
+
+    @model_validator(mode="after")
+    def _fp16_needs_gpu(self):
+        # Accelerate runs fp16 on CPU as plain float32 without a word; bf16 does run on CPU.
+        if self.training.fp16 and not self.resources.use_gpu:
+            raise ValueError("training.fp16 is true but resources.use_gpu is false: float16 mixed precision "
+                             "needs GPU workers; set resources.use_gpu: true, or training.fp16: false "
+                             "(training.bf16 runs on CPU)")
+        return self

@@ -8,6 +8,7 @@ node), so no trial re-reads or re-tokenizes the data.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -108,24 +109,99 @@ def _encode_labels(ds: datasets.Dataset, data: DataConfig, model: ModelConfig, s
     return values
 
 
+def _is_missing(value: Any) -> bool:
+    # CSV readers give an empty field as null, or as NaN when the whole column is empty.
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def select_empty_text_rows(texts: list[Any], data: DataConfig, split: str) -> list[int]:
+    """Rows whose text is empty, whitespace-only or missing; ``UserError`` on a value that is
+    not text at all (a number: the wrong column)."""
+    empty = []
+    for row, text in enumerate(texts):
+        if isinstance(text, str):
+            if not text.strip():
+                empty.append(row)
+        elif _is_missing(text):
+            empty.append(row)
+        else:
+            raise UserError(
+                f"data.text_column {data.text_column!r} of split {split!r} holds non-text values (row {row}: "
+                f"{type(text).__name__} {text!r:.40}); point data.text_column at the column of texts"
+            )
+    return empty
+
+
+def build_nonempty_split(ds: datasets.Dataset, texts: list[Any], data: DataConfig,
+                         split: str) -> tuple[datasets.Dataset, list[str], int]:
+    """The split without its empty texts (``data.empty_texts: drop``) and how many went, or
+    ``UserError`` naming the count: an empty text still gets a label, and trains the model on
+    nothing but the special tokens."""
+    empty = select_empty_text_rows(texts, data, split)
+    if not empty:
+        return ds, texts, 0
+    where = f"data.text_column {data.text_column!r} of split {split!r}"
+    if len(empty) == len(texts):
+        raise UserError(f"{where}: all {len(texts)} texts are empty or missing; check data.text_column and the files")
+    if data.empty_texts == "error":
+        raise UserError(
+            f"{where} has {len(empty)} empty or whitespace-only texts of {len(texts)} (first at row {empty[0]}); "
+            "remove them from the data, or set data.empty_texts: drop to leave them out"
+        )
+    dropped = set(empty)
+    keep = [row for row in range(len(texts)) if row not in dropped]
+    return ds.select(keep), [texts[row] for row in keep], len(empty)
+
+
+def check_subset_size(size: int | None, rows: int, *, field: str, split: str, dropped: int) -> None:
+    """A subset larger than its split would silently train (or score) on the whole split."""
+    if size is not None and size > rows:
+        after = f" after dropping {dropped} empty texts" if dropped else ""
+        raise UserError(
+            f"data.{field} {size} is larger than split {split!r}, which has {rows} rows{after}; "
+            f"lower data.{field}, or set it to null to use the whole split"
+        )
+
+
+def build_checked_split(ds: datasets.Dataset, data: DataConfig, model: ModelConfig, split: str,
+                        size: int | None, field: str) -> tuple[list[str], np.ndarray, dict[str, Any]]:
+    """The texts and label ids of one split, checked (texts, labels, subset size) and subset."""
+    texts = ds[data.text_column]
+    texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
+    ds, texts, dropped = build_nonempty_split(ds, texts, data, split)
+    labels = _encode_labels(ds, data, model, split)
+    check_subset_size(size, len(labels), field=field, split=split, dropped=dropped)
+    if size is not None:
+        idx = build_stratified_indices(labels, size, data.subset_seed)
+        texts, labels = [texts[i] for i in idx], labels[idx]
+    stats = {
+        "split": split,
+        "rows": len(labels),
+        "label_counts": {int(c): int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
+    }
+    if dropped:
+        stats["dropped_empty_texts"] = dropped
+    return texts, labels, stats
+
+
 def build_tokenized_tables(data: DataConfig, model: ModelConfig) -> TokenizedData:
-    """Load, subset, check and tokenize the data."""
+    """Load, check and subset both splits, then tokenize them (every check runs before the
+    slow part)."""
     start = time.perf_counter()
     raw = load_raw_splits(data)
+    roles = {TRAIN: (data.train_split, data.train_size, "train_size"),
+             EVAL: (data.eval_split, data.eval_size, "eval_size")}
+    checked = {role: build_checked_split(raw[split], data, model, split, size, field)
+               for role, (split, size, field) in roles.items()}
+    # Logged once every check has passed: a refused sweep prints its one error line only.
+    for role, (_, _, role_stats) in checked.items():
+        if role_stats.get("dropped_empty_texts"):
+            logger.info("data.empty_texts: drop: left out %d empty or whitespace-only texts of split %r (%s)",
+                        role_stats["dropped_empty_texts"], role_stats["split"], role)
     tokenizer = build_tokenizer(model)
-    sizes = {TRAIN: (data.train_split, data.train_size), EVAL: (data.eval_split, data.eval_size)}
     tables: dict[str, pa.Table] = {}
     stats: dict[str, Any] = {}
-    for role, (split, size) in sizes.items():
-        ds = raw[split]
-        labels = _encode_labels(ds, data, model, split)
-        if size is not None:
-            idx = build_stratified_indices(labels, size, data.subset_seed)
-            ds, labels = ds.select(idx), labels[idx]
-        texts = ds[data.text_column]
-        texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
-        if any(not isinstance(t, str) for t in texts):
-            raise UserError(f"data.text_column {data.text_column!r} of split {split!r} holds non-text values")
+    for role, (texts, labels, role_stats) in checked.items():
         encoded = tokenizer(
             texts,
             truncation=True,
@@ -135,11 +211,7 @@ def build_tokenized_tables(data: DataConfig, model: ModelConfig) -> TokenizedDat
         columns = {k: encoded[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded}
         columns["labels"] = labels.tolist()
         tables[role] = pa.table(columns)
-        stats[role] = {
-            "split": split,
-            "rows": len(labels),
-            "label_counts": {int(c): int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
-        }
+        stats[role] = role_stats
     stats["seconds"] = round(time.perf_counter() - start, 2)
     logger.info(
         "Tokenized %d train / %d eval examples in %.1fs",

@@ -7,6 +7,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ftplat.config.schema import DataConfig, looks_like_local_path
 from ftplat.errors import UserError
@@ -43,6 +45,12 @@ def load_acl_imdb_split(root: Path, split: str, *, text_column: str, label_colum
 
 def load_local_splits(path: Path, cfg: DataConfig) -> dict[str, datasets.Dataset]:
     wanted = (cfg.train_split, cfg.eval_split)
+    if path.is_file():
+        # One file holds one split (its name says which), and a sweep needs two.
+        raise UserError(
+            f"data.source {str(path)!r} is a file; give the folder that holds it, with one file (or more) per "
+            f"split named after the split: {cfg.train_split}.parquet and {cfg.eval_split}.parquet (or .csv, .json)"
+        )
     acl_root = find_acl_imdb_root(path)
     if acl_root is not None:
         present = [s for s in wanted if (acl_root / s / "pos").is_dir()]
@@ -59,8 +67,7 @@ def load_local_splits(path: Path, cfg: DataConfig) -> dict[str, datasets.Dataset
 
     files_by_split: dict[str, list[str]] = defaultdict(list)
     builders = set()
-    candidates = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
-    for file in candidates:
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
         builder = _BUILDERS.get(file.suffix.lower())
         if builder:
             files_by_split[_split_of(file)].append(str(file))
@@ -78,10 +85,37 @@ def load_local_splits(path: Path, cfg: DataConfig) -> dict[str, datasets.Dataset
             f"{sorted(files_by_split)}); name files after their split, e.g. train.parquet, "
             "or set data.train_split / data.eval_split"
         )
-    loaded = datasets.load_dataset(
-        builders.pop(), data_files={s: files_by_split[s] for s in dict.fromkeys(wanted)}
-    )
+    builder = builders.pop()
+    # One load per split: a single load takes the first split's column types for all of them,
+    # so a split of another type failed inside datasets instead of in the checks that name it.
+    loaded = {s: load_split_files(builder, files_by_split[s], path, s) for s in dict.fromkeys(wanted)}
     return {s: loaded[s] for s in wanted}
+
+
+def check_parquet_files(files: list[str], source: Path) -> None:
+    """Read each parquet footer first: datasets logs a corrupt file as an error of its own and
+    then raises pyarrow's, with no word of which setting points at it."""
+    for file in files:
+        try:
+            pq.read_schema(file)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise UserError(f"data.source {str(source)!r}: {Path(file).name} is not a readable parquet file "
+                            f"({' '.join(str(exc).split())[:160]}); replace it or remove it from the folder") from None
+
+
+def load_split_files(builder: str, files: list[str], source: Path, split: str) -> datasets.Dataset:
+    if builder == "parquet":
+        check_parquet_files(files, source)
+    try:
+        return datasets.load_dataset(builder, data_files={split: files}, split=split)
+    except datasets.exceptions.DatasetGenerationError as exc:
+        # A corrupt file, or files of one split whose columns differ: the data is at fault.
+        cause = exc.__cause__ or exc
+        reason = " ".join(f"{type(cause).__name__}: {cause}".split())
+        raise UserError(
+            f"data.source {str(source)!r}: the {split!r} files {[Path(f).name for f in files]} could not be read "
+            f"({reason[:200]}); every file of a split must be a valid {builder} file with the same columns"
+        ) from None
 
 
 def load_raw_splits(cfg: DataConfig) -> dict[str, datasets.Dataset]:

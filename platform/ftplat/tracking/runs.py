@@ -19,7 +19,7 @@ from typing import Any
 from ftplat.config.schema import TrackingConfig
 from ftplat.errors import UserError
 from ftplat.layout import SWEEP_CONFIG_FILE, build_tracking_uri
-from ftplat.storage import path_exists, read_json, write_json
+from ftplat.storage import URI_USERINFO, path_exists, read_json, write_json
 from ftplat.versions import collect_versions
 
 logger = logging.getLogger(__name__)
@@ -29,7 +29,6 @@ _SECRET_KEY = re.compile(
     r"(?:^|[._-])(?:token|secret|password|passwd|credentials?|api[_-]?key|access[_-]?key|secret[_-]?key)(?:$|[._-])",
     re.I,
 )
-_URI_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 _FAIL_FAST_REQUESTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
@@ -56,13 +55,13 @@ def redact(key: str, value: Any) -> Any:
     if _SECRET_KEY.search(key):
         return "***"
     if isinstance(value, str):
-        return _URI_USERINFO.sub("***@", value)
+        return URI_USERINFO.sub("***@", value)
     return value
 
 
 def redact_text(text: str) -> str:
     """Mask credentials inside any URI in ``text`` (log lines, error messages)."""
-    return _URI_USERINFO.sub("***@", text)
+    return URI_USERINFO.sub("***@", text)
 
 
 def format_error(exc: BaseException) -> str:
@@ -144,11 +143,10 @@ def check_tracking_reachable(cfg: TrackingConfig) -> str:
     try:
         run_probe(uri)
     except Exception as exc:  # MLflow raises many types for an unusable store
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise UserError(
             f"tracking.tracking_uri {redact_text(uri)!r} is not usable ({redact_text(first[:200])}); "
-            "start the server, fix the "
-            "URI, or set tracking.enabled=false"
+            "start the server, fix the URI, or set tracking.enabled=false"
         ) from None
     return uri
 

@@ -1,11 +1,9 @@
-"""``run_sweep``: tokenize once, run Tune + Optuna over TorchTrainer trials, summarise."""
+"""``run_sweep``: pre-flight checks, then Tune + Optuna over TorchTrainer trials, and the summary."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
-import os
 import time
 
 import ray
@@ -13,98 +11,37 @@ from ray import tune
 
 from ftplat.checkpoints.gc import read_gc_plan, run_gc_plan
 from ftplat.checkpoints.retention import RetentionPolicy
-from ftplat.config.schema import JobConfig, looks_like_local_path
+from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
-from ftplat.data.preparation import build_tokenized_tables
-from ftplat.errors import UserError
 from ftplat.layout import build_summary_uri, build_sweep_config_uri
-from ftplat.ray_internals import check_ray_version, read_dashboard_url
+from ftplat.ray_internals import read_dashboard_url
 from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
 from ftplat.runtime import check_trial_fits_nodes, run_ray_init
-from ftplat.storage import check_writable, join_uri, path_exists, read_json, write_json
+from ftplat.storage import check_writable, path_exists, write_json
 from ftplat.tracking.report import build_parent_params, run_finish_sweep
-from ftplat.tracking.runs import (build_unmasked_config, check_tracking_reachable, format_error, redact_config,
-                                  redact_text, run_end_parent, run_start_parent)
+from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
 from ftplat.tune.live_retention import LiveRetentionCallback
+from ftplat.tune.preflight import check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.summary import format_summary_table, read_sweep_summary
-from ftplat.tune.trial import train_driver_fn
 from ftplat.versions import collect_versions
-from ftplat.zero.config import build_sweep_deepspeed_configs
 
 logger = logging.getLogger(__name__)
 
 
-def build_sweep_name(job: JobConfig) -> str:
-    if job.storage.sweep_name:
-        return job.storage.sweep_name
-    return "sweep-" + dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-
-
-def build_ephemeral_path_warnings(job: JobConfig, cwd: str) -> list[str]:
-    """Paths that would land in a ``ray job submit`` working-dir copy, which Ray deletes."""
-    if "working_dir_files" not in cwd:
-        return []
-    found = []
-    if job.storage.storage_path.startswith(cwd):
-        found.append(f"storage.storage_path {job.storage.storage_path!r}")
-    if job.tracking.enabled:
-        from ftplat.tracking.runs import resolve_tracking_uri
-
-        uri = resolve_tracking_uri(job.tracking)
-        if uri.startswith("sqlite:///") and uri[len("sqlite:///"):].startswith(cwd):
-            found.append(f"tracking.tracking_uri {uri!r}")
-    return [f"{item} is inside the job's working-dir copy, which Ray deletes after the job; "
-            "give an absolute path (or an s3:// / http:// URI)" for item in found]
-
-
-def check_sweep_preconditions(job: JobConfig, space: SearchSpaceConfig, sweep_name: str, *, resume: bool) -> str:
-    """Checks that need no cluster; returns the sweep's storage URI. Raises ``UserError``."""
-    if looks_like_local_path(job.model.name_or_path) and not os.path.isdir(job.model.name_or_path):
-        raise UserError(
-            f"model.name_or_path {job.model.name_or_path!r} does not exist; give a model directory or a hub id"
-        )
-    build_scheduler(space, job)  # ASHA settings that contradict the job config
-    sweep_path = join_uri(job.storage.storage_path, sweep_name)
-    exists = path_exists(build_sweep_config_uri(sweep_path))
-    if exists and not resume:
-        raise UserError(
-            f"storage.sweep_name {sweep_name!r} already exists under {job.storage.storage_path}; "
-            "pass --resume to continue it, or choose another storage.sweep_name"
-        )
-    if resume and not exists:
-        raise UserError(f"--resume: no sweep {sweep_name!r} under {job.storage.storage_path} to resume")
-    check_writable(job.storage.storage_path)
-    if job.tracking.enabled:
-        check_tracking_reachable(job.tracking)
-    return sweep_path
-
-
 def check_cluster_fits(job: JobConfig) -> None:
     """A trial that can never be placed would leave the sweep pending forever: refuse it."""
-    check_trial_fits_nodes(job.resources, [node["Resources"] for node in ray.nodes() if node.get("Alive")])
-
-
-def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> tuple[JobConfig, SearchSpaceConfig]:
-    """A resumed sweep continues with the configs it started with (trials already run used
-    them); a different config on the command line is reported and ignored. Values stored
-    masked (credentials) are taken from the config given now (or ``MLFLOW_TRACKING_URI``)."""
-    stored = read_json(build_sweep_config_uri(sweep_path))
-    stored_job = JobConfig.model_validate(build_unmasked_config(
-        stored["job"], job.model_dump(mode="json"),
-        fallbacks={"tracking.tracking_uri": os.environ.get("MLFLOW_TRACKING_URI")}))
-    stored_space = SearchSpaceConfig.model_validate(
-        build_unmasked_config(stored["search_space"], space.model_dump(mode="json"), path="search"))
-    if stored_job != job or stored_space != space:
-        logger.warning("--resume: continuing with the configs stored in %s; the ones given now differ and are ignored",
-                       build_sweep_config_uri(sweep_path))
-    return stored_job, stored_space
+    check_trial_fits_nodes(job.resources, [node["Resources"] for node in ray.nodes() if node.get("Alive")],
+                           fp16=job.training.fp16)
 
 
 def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sweep_path: str,
                 data_ref: ray.ObjectRef, tracking: dict[str, str] | None, resume: bool,
                 deepspeed_configs: dict[str, dict] | None = None) -> tune.Tuner:
+    # Imports torch (seconds): a sweep refused by its pre-flight never needs it.
+    from ftplat.tune.trial import train_driver_fn
+
     objective = {"metric": space.objective.metric, "mode": space.objective.mode, "scope": space.scope}
     trainable = tune.with_resources(
         tune.with_parameters(
@@ -170,23 +107,21 @@ def run_sweep_retention(job: JobConfig, sweep_path: str, summary: SweepSummary) 
 def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False) -> SweepSummary:
     """Run a whole sweep and return its summary (also written to ``<sweep>/summary.json``).
 
-    Validation and storage checks happen before Ray starts, so a bad config costs nothing.
+    The pre-flight (``check_sweep_preflight``) runs first, so bad input costs neither a Ray
+    start nor a file in storage. Storage is written only once the trial is known to fit the
+    cluster, which on an existing cluster needs the connection.
     """
-    check_ray_version()
-    sweep_name = build_sweep_name(job)
-    sweep_path = check_sweep_preconditions(job, space, sweep_name, resume=resume)
-    for warning in build_ephemeral_path_warnings(job, os.getcwd()):
-        logger.warning(warning)
-    if resume:
-        job, space = build_resumed_configs(job, space, sweep_path)
-    deepspeed_configs = build_sweep_deepspeed_configs(job, space.parameters)
     started = time.perf_counter()
-    tokenized = build_tokenized_tables(job.data, job.model)
+    pre = check_sweep_preflight(job, space, resume=resume)
+    job, space, sweep_name, sweep_path, tokenized = pre.job, pre.space, pre.sweep_name, pre.sweep_path, pre.tokenized
+    for warning in pre.warnings:
+        logger.warning(warning)
 
     started_ray = run_ray_init(job.resources)
     tracking = None
     try:
         check_cluster_fits(job)
+        check_writable(job.storage.storage_path)
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
             write_json(build_sweep_config_uri(sweep_path), redact_config(config_json))
@@ -199,7 +134,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         data_ref = ray.put(tokenized.tables())
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
                             data_ref=data_ref, tracking=tracking, resume=resume,
-                            deepspeed_configs=deepspeed_configs)
+                            deepspeed_configs=pre.deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         try:
             grid = tuner.fit()
