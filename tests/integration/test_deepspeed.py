@@ -17,7 +17,7 @@ import torch
 from ftplat.config.loading import load_sweep_configs
 from ftplat.tune.sweep import run_sweep
 from sweep_overrides import build_tiny_overrides
-from worker_fault import run_sweep_killing_one_worker
+from worker_fault import build_checkpoint_registered, run_sweep_killing_one_worker
 
 pytestmark = pytest.mark.integration
 
@@ -181,12 +181,6 @@ def test_killed_zero3_worker_resumes_from_the_sharded_checkpoint(tiny_model_dir,
     Train restarts the group and every rank loads its shards from the checkpoint in storage."""
     storage = tmp_path / "storage"
 
-    def first_checkpoint_registered() -> bool:
-        # The deterministic point: the Train controller has registered the first epoch's
-        # checkpoint (its snapshot names it), and the second epoch is under way.
-        snapshots = list((storage / "fault").glob("train-*/checkpoint_manager_snapshot.json"))
-        return bool(snapshots) and f'"checkpoint-{STEPS_PER_EPOCH}"' in snapshots[0].read_text()
-
     log = run_sweep_killing_one_worker(
         ["--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir), "--storage", str(storage),
          "--name", "fault", "--search-space", "search_spaces/smoke.yaml",
@@ -194,7 +188,7 @@ def test_killed_zero3_worker_resumes_from_the_sharded_checkpoint(tiny_model_dir,
          "training.num_train_epochs=2.0", "training.deepspeed=zero3", "tracking.enabled=false",
          "resources.num_workers=2", "resources.cpus_per_worker=1.0", "resources.max_failures=1",
          "resources.local_num_cpus=3"],
-        tmp_path / "sweep.log", first_checkpoint_registered, num_workers=2)
+        tmp_path / "sweep.log", build_checkpoint_registered(storage / "fault", f"checkpoint-{STEPS_PER_EPOCH}"), num_workers=2)
 
     (trial,) = json.loads((storage / "fault" / "summary.json").read_text())["trials"]
     assert trial["status"] == "TERMINATED"

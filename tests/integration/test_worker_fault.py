@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from worker_fault import run_sweep_killing_one_worker
+from worker_fault import build_checkpoint_registered, run_sweep_killing_one_worker
 
 pytestmark = pytest.mark.integration
 
@@ -18,12 +18,6 @@ STEPS_PER_EPOCH = 2048 // 8
 def test_killed_worker_resumes_from_its_latest_checkpoint(tiny_model_dir, sentiment_data_dir, tmp_path):
     storage = tmp_path / "storage"
 
-    def first_evaluation_recorded() -> bool:
-        # The deterministic point: Tune has recorded the first evaluation (its checkpoint is
-        # in storage and registered), and training goes on.
-        found = list((storage / "fault").glob("train_driver_fn_*/progress.csv"))
-        return bool(found) and len(found[0].read_text().strip().splitlines()) >= 2
-
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
     log = run_sweep_killing_one_worker(
         ["--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir), "--storage", str(storage),
@@ -31,7 +25,8 @@ def test_killed_worker_resumes_from_its_latest_checkpoint(tiny_model_dir, sentim
          "search.num_samples=1", "data.max_length=48", "data.eval_size=128",
          "training.num_train_epochs=3.0", "training.per_device_train_batch_size=8",
          "resources.max_failures=1", "resources.local_num_cpus=3"],
-        tmp_path / "sweep.log", first_evaluation_recorded, num_workers=1, env=env)
+        tmp_path / "sweep.log", build_checkpoint_registered(storage / "fault", f"checkpoint-{STEPS_PER_EPOCH}"),
+        num_workers=1, env=env)
 
     summary = json.loads((storage / "fault" / "summary.json").read_text())
     (trial,) = summary["trials"]

@@ -32,6 +32,24 @@ def find_train_workers(root_pid: int) -> list[psutil.Process]:
     return workers
 
 
+def build_checkpoint_registered(sweep_dir: Path, checkpoint: str) -> Callable[[], bool]:
+    """Ready once the Train controller has registered ``checkpoint`` (its snapshot, written in
+    storage as it registers, names it): the deterministic point to kill a worker, whose
+    restart must resume from there. Tune's own files reach storage only when Tune syncs them,
+    which can be after a short trial has ended."""
+
+    def ready() -> bool:
+        for snapshot in sweep_dir.glob("train-*/checkpoint_manager_snapshot.json"):
+            try:
+                if f'"{checkpoint}"' in snapshot.read_text():
+                    return True
+            except OSError:  # replaced while read
+                continue
+        return False
+
+    return ready
+
+
 def run_sweep_killing_one_worker(args: list[str], log_path: Path, ready: Callable[[], bool],
                                  num_workers: int, env: dict[str, str] | None = None) -> str:
     """Run ``jobs/imdb_sweep.py args``; once ``ready()`` holds, SIGKILL the last of its
