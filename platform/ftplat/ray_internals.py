@@ -35,6 +35,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from ftplat.environment import scoped_environ
 from ftplat.errors import UserError
 
 #: ``major.minor`` series of Ray this module was verified against.
@@ -249,13 +250,5 @@ def run_init_private_cluster(**init_kwargs: Any):
 
     port = _free_port()
     address = f"{ray.util.get_node_ip_address()}:{port}"
-    saved = {k: os.environ.get(k) for k in (GCS_PORT_ENV, "RAY_ADDRESS")}
-    os.environ.update({GCS_PORT_ENV: str(port), "RAY_ADDRESS": address})
-    try:
+    with scoped_environ({GCS_PORT_ENV: str(port), "RAY_ADDRESS": address}):
         return ray.init(address="local", **init_kwargs)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value

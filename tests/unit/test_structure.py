@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "platform" / "ftplat"
 #: The worker logs to MLflow (``tracking.callback``) and MLflow registers exported checkpoints,
 #: so checkpoints and tracking sit below train; ``zero`` spans layers by module.
 LAYERS = [
-    ("foundation", ["ftplat", "ftplat.errors", "ftplat.storage", "ftplat.layout", "ftplat.versions",
+    ("foundation", ["ftplat", "ftplat.errors", "ftplat.environment", "ftplat.storage", "ftplat.layout", "ftplat.versions",
                     "ftplat.ray_internals"]),
     ("config", ["ftplat.config", "ftplat.zero.config"]),
     ("scoring", ["ftplat.scoring", "ftplat.records"]),

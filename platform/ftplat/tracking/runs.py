@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ftplat.config.schema import TrackingConfig
+from ftplat.environment import scoped_environ
 from ftplat.errors import UserError
 from ftplat.layout import SWEEP_CONFIG_FILE, build_tracking_uri
 from ftplat.storage import URI_USERINFO, path_exists, read_json, write_json
@@ -118,17 +119,8 @@ def fail_fast_requests():
     every worker of a private cluster), where one transient 5xx would then fail the call.
     A value the user set is kept.
     """
-    saved = {key: os.environ.get(key) for key in _FAIL_FAST_REQUESTS}
-    for key, value in _FAIL_FAST_REQUESTS.items():
-        os.environ.setdefault(key, value)
-    try:
+    with scoped_environ(_FAIL_FAST_REQUESTS, keep_set=True):
         yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def run_probe(uri: str) -> None:
