@@ -174,8 +174,8 @@ def run_hf(a, method: str, seed: int, data_dir: str) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="hf-hpo-") as out:
         job, _ = load_sweep_configs(None, None, build_overrides(a, method, seed, out, data_dir))
-        data = build_tokenized_tables(job.data, job.model)
-        trainer = build_plain_trainer(job, data, out, model_init=lambda trial=None: build_model(job.model),
+        data = build_tokenized_tables(job)
+        trainer = build_plain_trainer(job, data, out, model_init=lambda trial=None: build_model(job),
                                       callbacks=[Record()])
         if method == "hf_random":
             search = {"sampler": optuna.samplers.RandomSampler(seed=seed), "pruner": optuna.pruners.NopPruner()}

@@ -60,7 +60,7 @@ def run_plain(job, data) -> dict:
     torch.set_num_threads(int(job.resources.cpus_per_worker))
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        trainer = build_plain_trainer(job, data, out, model=build_model(job.model))
+        trainer = build_plain_trainer(job, data, out, model=build_model(job))
         output = trainer.train()
         wall = time.perf_counter() - start
     return {"wall_s": wall, "train_runtime_s": output.metrics["train_runtime"],
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory() as storage:
         job, space = build_configs(a, storage)
-        data = build_tokenized_tables(job.data, job.model)
+        data = build_tokenized_tables(job)
         plain = run_plain(job, data)
         run_init_private_cluster(num_cpus=a.threads + 1, include_dashboard=False, logging_level="ERROR")
         try:

@@ -24,8 +24,15 @@ from ftplat.storage import path_exists, read_json, write_json
 OBJECTIVE_KEY = "objective"
 CHECKPOINT_NAME_KEY = "checkpoint_name"
 #: What a history row keeps of a report.
-HISTORY_KEYS = ("training_iteration", "step", "epoch", "num_evaluations", "eval_loss", "eval_accuracy", "eval_f1",
-                OBJECTIVE_KEY, "train_loss", CHECKPOINT_NAME_KEY)
+HISTORY_KEYS = ("training_iteration", "step", "epoch", "num_evaluations", OBJECTIVE_KEY, "train_loss",
+                CHECKPOINT_NAME_KEY)
+#: Keys HF's evaluation logs that are timings, not metrics of the task.
+EVAL_TIMING_KEYS = frozenset({"eval_runtime", "eval_samples_per_second", "eval_steps_per_second"})
+
+
+def is_history_metric(key: str) -> bool:
+    """A task's evaluation metric (``eval_accuracy``, ``eval_mse``, ``eval_loss``...)."""
+    return key.startswith("eval_") and key not in EVAL_TIMING_KEYS
 #: Tune statuses after which a trial writes nothing more (PENDING and PAUSED ones come back).
 FINISHED_STATUSES = frozenset({"TERMINATED", "ERROR"})
 
@@ -166,6 +173,12 @@ class SweepSummary:
     #: The final retention pass and MLflow failing, one line each; summary.json is written anyway.
     retention_error: str | None = None
     tracking_error: str | None = None
+    #: The job's task (``task.type``).
+    task: str | None = None
+    #: The winner's best checkpoint scored once on the test split after the sweep: ``split``,
+    #: ``rows``, ``trial_id``, ``checkpoint``, ``metrics`` (``test_<name>``); or ``skipped``
+    #: (why none was taken) or ``error`` (it failed: the sweep exits 1).
+    test: dict[str, Any] | None = None
 
     @property
     def status_counts(self) -> dict[str, int]:
@@ -203,6 +216,8 @@ class SweepSummary:
             "checkpoint_gc": self.checkpoint_gc,
             "retention_error": self.retention_error,
             "tracking_error": self.tracking_error,
+            "task": self.task,
+            "test": self.test,
         }
 
     @classmethod
@@ -227,6 +242,8 @@ class SweepSummary:
             checkpoint_gc=data.get("checkpoint_gc"),
             retention_error=data.get("retention_error"),
             tracking_error=data.get("tracking_error"),
+            task=data.get("task"),
+            test=data.get("test"),
         )
 
     @classmethod

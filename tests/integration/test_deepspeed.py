@@ -106,7 +106,7 @@ def test_zero3_winner_exports_and_reproduces_its_accuracy_without_deepspeed(zero
     from ftplat.data.preparation import build_tokenized_tables, build_torch_dataset
     from ftplat.data.tokenizer import build_tokenizer
     from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import compute_classification_metrics
+    from ftplat.tasks import build_task
 
     job, summary, sweep_dir = zero3_sweep
     out = tmp_path / "export"
@@ -115,11 +115,11 @@ def test_zero3_winner_exports_and_reproduces_its_accuracy_without_deepspeed(zero
 
     assert not is_deepspeed_zero3_enabled()
     model = AutoModelForSequenceClassification.from_pretrained(out)
-    tables = build_tokenized_tables(job.data, job.model)
+    tables = build_tokenized_tables(job)
     tokenizer = build_tokenizer(job.model)
     trainer = Trainer(model=model, args=build_training_arguments(job, output_dir=str(tmp_path / "eval")),
                       eval_dataset=build_torch_dataset(tables.eval), processing_class=tokenizer,
-                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_classification_metrics)
+                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=build_task(job).compute_metrics)
     assert not trainer.is_deepspeed_enabled
     recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
     assert trainer.evaluate()["eval_accuracy"] == pytest.approx(recorded, abs=1e-9)

@@ -138,18 +138,18 @@ def test_export_from_s3_reproduces_the_winner_accuracy(s3_sweep, tmp_path):
     from ftplat.data.preparation import build_tokenized_tables, build_torch_dataset
     from ftplat.data.tokenizer import build_tokenizer
     from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import compute_classification_metrics
+    from ftplat.tasks import build_task
 
     job, summary, sweep_uri, _ = s3_sweep
     out = tmp_path / "export"
     assert ftplat_main(["export", sweep_uri, str(out)]) == 0
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {p.name for p in out.iterdir()}
     assert not (out / "optimizer.pt").exists()
-    tables = build_tokenized_tables(job.data, job.model)
+    tables = build_tokenized_tables(job)
     tokenizer = build_tokenizer(job.model)
     trainer = Trainer(model=AutoModelForSequenceClassification.from_pretrained(out),
                       args=build_training_arguments(job, output_dir=str(tmp_path / "eval")),
                       eval_dataset=build_torch_dataset(tables.eval), processing_class=tokenizer,
-                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_classification_metrics)
+                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=build_task(job).compute_metrics)
     recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
     assert trainer.evaluate()["eval_accuracy"] == pytest.approx(recorded, abs=1e-9)

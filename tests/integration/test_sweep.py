@@ -118,7 +118,7 @@ def test_exported_winner_reproduces_its_accuracy(sweep, tmp_path, capsys):
     from ftplat.data.preparation import build_tokenized_tables, build_torch_dataset
     from ftplat.data.tokenizer import build_tokenizer
     from ftplat.train.arguments import build_training_arguments
-    from ftplat.train.modeling import compute_classification_metrics
+    from ftplat.tasks import build_task
 
     job, _, summary, sweep_dir = sweep
     out = tmp_path / "export"
@@ -129,11 +129,11 @@ def test_exported_winner_reproduces_its_accuracy(sweep, tmp_path, capsys):
 
     model = AutoModelForSequenceClassification.from_pretrained(out)
     assert model.config.id2label == {0: "neg", 1: "pos"}
-    tables = build_tokenized_tables(job.data, job.model)
+    tables = build_tokenized_tables(job)
     tokenizer = build_tokenizer(job.model)
     trainer = Trainer(model=model, args=build_training_arguments(job, output_dir=str(tmp_path / "eval")),
                       eval_dataset=build_torch_dataset(tables.eval), processing_class=tokenizer,
-                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_classification_metrics)
+                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=build_task(job).compute_metrics)
     recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
     assert trainer.evaluate()["eval_accuracy"] == pytest.approx(recorded, abs=1e-9)
 

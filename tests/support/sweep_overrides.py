@@ -11,6 +11,9 @@ def build_tiny_overrides(model_dir, data_dir, storage, name, *extra):
         f"storage.storage_path={storage}",
         f"storage.sweep_name={name}",
         "data.max_length=48",
+        # The recipe's protocol (select on test): these tests were written for it; the task
+        # tests (test_tasks.py) run the validation protocol.
+        "data.eval_split=test",
         "training.num_train_epochs=3.0",
         "training.logging_steps=20",
         "training.per_device_eval_batch_size=64",

@@ -44,11 +44,12 @@ def test_defaults_follow_the_imdb_recipe():
         ("training:\n  learning_rate: 0.0\n", "training.learning_rate: Input should be greater than 0"),
         ("training:\n  learning_rate: -1.0\n", "training.learning_rate: Input should be greater than 0"),
         ("training:\n  save_total_limit: 0\n", "training.save_total_limit: Input should be greater than or equal to 1"),
-        ("training:\n  metric_for_best_model: bleu\n", "metric_for_best_model 'bleu' is not produced by evaluation"),
+        ("training:\n  metric_for_best_model: bleu\n",
+         "metric_for_best_model 'eval_bleu' is not a metric of task.type text-classification"),
         ("training:\n  warmup_steps: 1.5\n", "whole number"),
         ("training:\n  save_strategy: steps\n  save_steps: 10\n", "eval_strategy ('epoch') and save_strategy ('steps') must match"),
         ("training:\n  fp16: true\n  bf16: true\n", "fp16 and bf16 cannot both be true"),
-        ("model:\n  num_labels: 3\n", "id2label keys must be 0..2"),
+        ("model:\n  num_labels: 3\n  id2label: {0: a, 1: b}\n", "id2label keys must be 0..2"),
         ("model:\n  trainable_patterns: ['(']\n", "not a valid regular expression"),
         ("storage:\n  sweep_name: a/b\n", "storage.sweep_name"),
         ("storage:\n  storage_path: s3://b/p?endpoint_override=127.0.0.1:9000\n",
@@ -84,7 +85,7 @@ def test_bad_job_configs_name_the_field(tmp_path, yaml_text, expected):
         ("parameters:\n  training: {type: uniform, low: 0.1, high: 0.2}\n", "is a section"),
         ("parameters:\n  training.warmup_steps: {type: uniform, low: 0.0, high: 10.0}\n", "mixes a warmup ratio"),
         ("parameters:\n  training.learning_rate: {type: normal, low: 0.1, high: 0.2}\n", "does not match any of the expected tags"),
-        ("objective: {metric: eval_bleu}\n", "objective.metric: metric 'eval_bleu' is not produced"),
+        ("objective: {metric: eval_bleu}\n", "objective.metric 'eval_bleu' is not a metric of task.type"),
         ("objective: {metric: eval_loss, mode: max}\n", "that metric is minimised; use mode: min"),
         ("num_samples: 0\n", "num_samples: Input should be greater than or equal to 1"),
         ("scheduler: {type: asha, grace_period: 9}\n", None),  # valid alone; see below
@@ -159,7 +160,26 @@ def test_shipped_job_configs_validate(job_file):
 
 @pytest.mark.parametrize("space_file", sorted((REPO / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_search_spaces_validate(space_file):
-    load_sweep_configs(None, space_file)
+    # A search space pairs with the job config of its name (a regression space's objective
+    # is eval_mse, which the default text-classification job does not log).
+    paired = REPO / "jobs" / "configs" / space_file.name
+    load_sweep_configs(paired if paired.exists() else None, space_file)
+
+
+def test_each_task_ships_an_example_pair():
+    """One example job config and search space per task, named so a reader finds them."""
+    import yaml
+
+    from ftplat.tasks import TASK_NAMES
+
+    found = {}
+    for pattern in ("*pair*", "*regression*", "*multi_label*", "*ner*"):
+        jobs = sorted((REPO / "jobs" / "configs").glob(f"{pattern}.yaml"))
+        assert jobs, f"no jobs/configs/{pattern}.yaml"
+        for job_file in jobs:
+            assert (REPO / "search_spaces" / job_file.name).exists(), f"no search_spaces/{job_file.name}"
+            found[job_file.name] = (yaml.safe_load(job_file.read_text()).get("task") or {}).get("type")
+    assert set(found.values()) == set(TASK_NAMES), found
 
 
 def test_readme_config_reference_is_current():

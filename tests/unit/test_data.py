@@ -6,9 +6,25 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from ftplat.config.schema import DataConfig, ModelConfig
-from ftplat.data.preparation import build_stratified_indices, build_tokenized_tables
+from ftplat.config.schema import DataConfig, JobConfig, ModelConfig
+from ftplat.data.preparation import build_split_plan, build_stratified_indices, build_tokenized_tables
 from ftplat.data.sources import load_raw_splits
+from ftplat.tasks import build_task
+
+COLUMNS = {"text_column": "text", "label_column": "label"}
+
+
+def load(cfg: DataConfig) -> dict:
+    """The splits ``build_tokenized_tables`` asks for: the plan's required splits, and the
+    data's validation and test splits when it has them; the columns the task reads."""
+    columns = build_task("text-classification").read_columns(cfg)
+    plan = build_split_plan(cfg)
+    optional = (["validation"] if plan.eval is None else []) + ([cfg.test_split] if cfg.test_split else [])
+    return load_raw_splits(cfg, columns, required=plan.required, optional=optional)
+
+
+def job_of(data: DataConfig, model: ModelConfig) -> JobConfig:
+    return JobConfig(data=data, model=model)
 
 
 def test_stratified_indices_keep_proportions_and_are_seeded():
@@ -21,8 +37,12 @@ def test_stratified_indices_keep_proportions_and_are_seeded():
 
 
 def test_parquet_folder(sentiment_data_dir):
-    splits = load_raw_splits(DataConfig(source=str(sentiment_data_dir)))
-    assert set(splits) == {"train", "test"} and len(splits["train"]) == 2048
+    splits = load_raw_splits(DataConfig(source=str(sentiment_data_dir)), COLUMNS, required=["train"],
+                             optional=["validation", "test"])
+    assert set(splits) == {"train", "test"} and len(splits["train"]) == 2048 and len(splits["test"]) == 256
+    # only what is asked for is read
+    assert set(load_raw_splits(DataConfig(source=str(sentiment_data_dir)), COLUMNS, required=["train"])) == {"train"}
+    assert set(load(DataConfig(source=str(sentiment_data_dir)))) == {"train", "test"}
 
 
 def test_csv_and_json_folders(tmp_path):
@@ -31,11 +51,14 @@ def test_csv_and_json_folders(tmp_path):
     for split in ("train", "validation"):
         pacsv.write_csv(pa.table(rows), tmp_path / "csv" / f"{split}.csv")
     cfg = DataConfig(source=str(tmp_path / "csv"), eval_split="validation", text_column="review", label_column="y")
-    assert len(load_raw_splits(cfg)["validation"]) == 2
+    splits = load_raw_splits(cfg, {"text_column": "review", "label_column": "y"}, required=["train", "validation"])
+    assert len(splits["validation"]) == 2 and splits["validation"]["review"] == ["good film", "bad film"]
+    assert set(load(cfg)) == {"train", "validation"}
     (tmp_path / "json").mkdir()
     for split in ("train", "test"):
         (tmp_path / "json" / f"{split}.jsonl").write_text('{"text": "ok", "label": 1}\n{"text": "no", "label": 0}\n')
-    assert len(load_raw_splits(DataConfig(source=str(tmp_path / "json")))["test"]) == 2
+    splits = load(DataConfig(source=str(tmp_path / "json")))
+    assert set(splits) == {"train", "test"} and len(splits["test"]) == 2 and splits["test"]["label"] == [1, 0]
 
 
 def test_acl_imdb_folder(tmp_path):
@@ -44,38 +67,50 @@ def test_acl_imdb_folder(tmp_path):
         for i, folder in enumerate(("neg", "pos")):
             (root / split / folder).mkdir(parents=True)
             (root / split / folder / f"0_{i}.txt").write_text(f"{folder} review")
-    splits = load_raw_splits(DataConfig(source=str(tmp_path)))
+    splits = load(DataConfig(source=str(tmp_path)))
+    assert set(splits) == {"train", "test"}
     assert splits["train"]["label"] == [0, 1] and splits["test"]["text"] == ["neg review", "pos review"]
+    with pytest.raises(ValueError, match=r"aclImdb folder has no split \['validation'\]; it has train and test"):
+        load(DataConfig(source=str(tmp_path), validation={"split": "validation"}))
 
 
 @pytest.mark.parametrize(
     "cfg, expected",
     [
-        (dict(text_column="review"), "data.text_column 'review' is not a column"),
-        (dict(label_column="sentiment"), "data.label_column 'sentiment' is not a column"),
-        (dict(eval_split="validation"), "no files for split(s) ['validation']"),
+        (dict(text_column="review"), "data.text_column 'review' is not a column of split 'train'"),
+        (dict(label_column="sentiment"), "data.label_column 'sentiment' is not a column of split 'train'"),
+        (dict(eval_split="validation"), "no files for split(s) ['validation'] (found splits ['test', 'train'])"),
+        (dict(validation={"split": "dev"}), "no files for split(s) ['dev']"),
+        (dict(train_split="training"), "no files for split(s) ['training']"),
     ],
 )
 def test_bad_columns_and_splits(sentiment_data_dir, cfg, expected):
     with pytest.raises(ValueError) as err:
-        load_raw_splits(DataConfig(source=str(sentiment_data_dir), **cfg))
+        load(DataConfig(source=str(sentiment_data_dir), **cfg))
     assert expected in str(err.value)
 
 
 def test_missing_and_empty_sources(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
-        load_raw_splits(DataConfig(source=str(tmp_path / "nope")))
+        load(DataConfig(source=str(tmp_path / "nope")))
     with pytest.raises(ValueError, match="no parquet, CSV or JSON files"):
-        load_raw_splits(DataConfig(source=str(tmp_path)))
+        load(DataConfig(source=str(tmp_path)))
 
 
 def test_tokenized_tables_subset_and_labels(sentiment_data_dir, tiny_model_dir):
     data = DataConfig(source=str(sentiment_data_dir), max_length=16, train_size=100, eval_size=40)
-    out = build_tokenized_tables(data, ModelConfig(name_or_path=str(tiny_model_dir)))
-    assert out.train.num_rows == 100 and out.eval.num_rows == 40
+    out = build_tokenized_tables(job_of(data, ModelConfig(name_or_path=str(tiny_model_dir))))
+    assert out.train.num_rows == 100 and out.eval.num_rows == 40 and out.tables["test"].num_rows == 256
     assert {"input_ids", "attention_mask", "labels"} <= set(out.train.column_names)
     assert max(len(x) for x in out.train["input_ids"].to_pylist()) <= 16
     assert sum(out.stats["train"]["label_counts"].values()) == 100
+    assert sum(out.stats["eval"]["label_counts"].values()) == 40
+    assert out.stats["eval"]["split"] == "train (held out)" and out.stats["test"]["rows"] == 256
+    # the recipe's protocol: the test split selects trials, and there is no test role
+    data = data.model_copy(update={"eval_split": "test"})
+    out = build_tokenized_tables(job_of(data, ModelConfig(name_or_path=str(tiny_model_dir))))
+    assert out.train.num_rows == 100 and out.eval.num_rows == 40 and set(out.tables) == {"train", "eval"}
+    assert out.stats["eval"]["split"] == "test"
 
 
 def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
@@ -83,11 +118,15 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
     for split in ("train", "test"):
         pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 2]}), tmp_path / f"{split}.parquet")
     with pytest.raises(ValueError, match="has label 2 outside 0..1; set model.num_labels"):
-        build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
     for split in ("train", "test"):
         pq.write_table(pa.table({"text": ["a", "b"], "label": ["pos", "neg"]}), tmp_path / f"{split}.parquet")
-    out = build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
-    assert out.train["labels"].to_pylist() == [1, 0]
+    out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    assert out.train["labels"].to_pylist() == [1, 0] and out.eval["labels"].to_pylist() == [1, 0]
+    for split in ("train", "test"):
+        pq.write_table(pa.table({"text": ["a", "b"], "label": ["pos", "meh"]}), tmp_path / f"{split}.parquet")
+    with pytest.raises(ValueError, match=r"holds labels \['meh'\] that model.id2label"):
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
 
 
 def write_class_label_splits(folder, names: list[str], labels: list[int]) -> str:
@@ -106,12 +145,13 @@ def write_class_label_splits(folder, names: list[str], labels: list[int]) -> str
 def test_class_label_names_are_mapped_to_the_model_order(tmp_path, tiny_model_dir, caplog):
     model = ModelConfig(name_or_path=str(tiny_model_dir), id2label={0: "neg", 1: "pos"})
     source = write_class_label_splits(tmp_path / "swapped", ["pos", "neg"], [0, 1, 0, 0])  # pos, neg, pos, pos
-    with caplog.at_level("INFO", logger="ftplat.data.preparation"):
-        out = build_tokenized_tables(DataConfig(source=source), model)
+    with caplog.at_level("INFO", logger="ftplat.tasks.text_classification"):
+        out = build_tokenized_tables(job_of(DataConfig(source=source, eval_split="test"), model))
     assert out.train["labels"].to_pylist() == [1, 0, 1, 1] and out.eval["labels"].to_pylist() == [1, 0, 1, 1]
     assert "ClassLabel names ['pos', 'neg'] mapped to model.id2label" in caplog.text
     same = write_class_label_splits(tmp_path / "same", ["neg", "pos"], [0, 1, 1])
-    assert build_tokenized_tables(DataConfig(source=same), model).train["labels"].to_pylist() == [0, 1, 1]
+    out = build_tokenized_tables(job_of(DataConfig(source=same, eval_split="test"), model))
+    assert out.train["labels"].to_pylist() == [0, 1, 1]
 
 
 def test_class_label_names_that_differ_from_id2label_are_refused(tmp_path, tiny_model_dir):
@@ -120,9 +160,11 @@ def test_class_label_names_that_differ_from_id2label_are_refused(tmp_path, tiny_
     with pytest.raises(ValueError, match=r"data.label_column 'label' of split 'train' is a ClassLabel with names "
                                          r"\['negative', 'positive'\] but model.id2label is \{0: 'neg', 1: 'pos'\}; "
                                          r"set model.id2label to \{0: 'negative', 1: 'positive'\}"):
-        build_tokenized_tables(DataConfig(source=source), model)
-    no_names = ModelConfig(name_or_path=str(tiny_model_dir), id2label=None)
-    assert build_tokenized_tables(DataConfig(source=source), no_names).train["labels"].to_pylist() == [0, 1]
+        build_tokenized_tables(job_of(DataConfig(source=source, eval_split="test"), model))
+    # no names given: the ids are taken as they are (num_labels no longer defaults to 2 here)
+    no_names = ModelConfig(name_or_path=str(tiny_model_dir), num_labels=2, id2label=None)
+    out = build_tokenized_tables(job_of(DataConfig(source=source, eval_split="test"), no_names))
+    assert out.train["labels"].to_pylist() == [0, 1]
 
 
 def test_empty_texts_are_refused_or_dropped_as_configured(tmp_path, tiny_model_dir, caplog):
@@ -132,19 +174,23 @@ def test_empty_texts_are_refused_or_dropped_as_configured(tmp_path, tiny_model_d
     texts = ["good film", "", "bad film", "  \n", None, "fine film"]
     pq.write_table(pa.table({"text": texts, "label": [1, 0, 0, 1, 1, 1]}), tmp_path / "train.parquet")
     pq.write_table(pa.table({"text": ["good", "bad"], "label": [1, 0]}), tmp_path / "test.parquet")
+
+    def data(**kw) -> DataConfig:
+        return DataConfig(source=str(tmp_path), eval_split="test", **kw)
+
     with pytest.raises(UserError, match=r"data.text_column 'text' of split 'train' has 3 empty or whitespace-only "
                                         r"texts of 6 \(first at row 1\)"):
-        build_tokenized_tables(DataConfig(source=str(tmp_path)), model)
+        build_tokenized_tables(job_of(data(), model))
     with caplog.at_level("INFO", logger="ftplat.data.preparation"):
-        out = build_tokenized_tables(DataConfig(source=str(tmp_path), empty_texts="drop"), model)
+        out = build_tokenized_tables(job_of(data(empty_texts="drop"), model))
     assert out.train["labels"].to_pylist() == [1, 0, 1] and out.eval.num_rows == 2
     assert out.stats["train"]["dropped_empty_texts"] == 3 and "dropped_empty_texts" not in out.stats["eval"]
     assert "left out 3 empty or whitespace-only texts of split 'train'" in caplog.text
     with pytest.raises(UserError, match=r"data.train_size 4 is larger than split 'train', which has 3 rows after "
-                                        r"dropping 3 empty texts"):
-        build_tokenized_tables(DataConfig(source=str(tmp_path), empty_texts="drop", train_size=4), model)
+                                        r"dropping 3 empty texts; lower data.train_size"):
+        build_tokenized_tables(job_of(data(empty_texts="drop", train_size=4), model))
     # a subset as large as the split is the whole split, shuffled
-    out = build_tokenized_tables(DataConfig(source=str(tmp_path), empty_texts="drop", train_size=3), model)
+    out = build_tokenized_tables(job_of(data(empty_texts="drop", train_size=3), model))
     assert sorted(out.train["labels"].to_pylist()) == [0, 1, 1]
 
 
@@ -152,7 +198,7 @@ def test_each_split_is_read_with_its_own_column_types(tmp_path):
     # One load for both splits cast the test split to the train split's types (or failed on them).
     pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 1]}), tmp_path / "train.parquet")
     pq.write_table(pa.table({"text": ["a", "b"], "label": [0.0, 1.0]}), tmp_path / "test.parquet")
-    splits = load_raw_splits(DataConfig(source=str(tmp_path)))
+    splits = load(DataConfig(source=str(tmp_path)))
     assert splits["train"].features["label"].dtype == "int64" and splits["test"].features["label"].dtype == "float64"
 
 

@@ -92,7 +92,7 @@ CASES = [
     case("unknown-option", ["--bogus"], "unrecognized arguments: --bogus"),
     case("option-without-value", ["--name"], "argument --name: expected one argument"),
     # data problems, found before the storage root is touched
-    case("missing-split", ["--dataset", "{tmp}/train_only"], "no files for split(s) ['test']",
+    case("missing-split", ["--dataset", "{tmp}/train_only", "data.eval_split=test"], "no files for split(s) ['test']",
          base=without("--dataset")),
     case("unknown-eval-split", ["data.eval_split=dev"], "no files for split(s) ['dev']"),
     case("labels-out-of-range", ["--dataset", "{tmp}/label_7"], "has label 7 outside 0..1", base=without("--dataset")),

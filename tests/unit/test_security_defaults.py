@@ -75,10 +75,10 @@ def test_remote_code_is_off_unless_set(monkeypatch, tiny_model_dir):
     real_tok, real_model = transformers.AutoTokenizer.from_pretrained, transformers.AutoModelForSequenceClassification.from_pretrained
     monkeypatch.setattr("ftplat.data.tokenizer.AutoTokenizer.from_pretrained",
                         lambda *a, **kw: seen.append(kw["trust_remote_code"]) or real_tok(*a, **kw))
-    monkeypatch.setattr("ftplat.train.modeling.AutoModelForSequenceClassification.from_pretrained",
+    monkeypatch.setattr("transformers.AutoModelForSequenceClassification.from_pretrained",
                         lambda *a, **kw: seen.append(kw["trust_remote_code"]) or real_model(*a, **kw))
     cfg = ModelConfig(name_or_path=str(tiny_model_dir))
-    build_tokenizer(cfg), build_model(cfg)
+    build_tokenizer(cfg), build_model(JobConfig(model=cfg))
     assert seen == [False, False]
 
 

@@ -86,7 +86,7 @@ def fake_sweep(tmp_path, monkeypatch, mlflow_store):
 
     seen: dict[str, list] = {"tuner": [], "finish": []}
     table = pa.table({"input_ids": [[1, 2]], "attention_mask": [[1, 1]], "labels": [0]})
-    monkeypatch.setattr(preflight_mod, "build_sweep_data", lambda job: TokenizedData(table, table, {}))
+    monkeypatch.setattr(preflight_mod, "build_sweep_data", lambda job: TokenizedData({"train": table, "eval": table}, {}))
     monkeypatch.setattr(preflight_mod, "read_missing_tune_state", lambda sweep_path: None)  # no Tune ran
     monkeypatch.setattr(sweep_mod, "run_ray_init", lambda res: False)
     monkeypatch.setattr(sweep_mod, "check_cluster_fits", lambda job: None)

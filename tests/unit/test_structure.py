@@ -18,6 +18,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "platform" / "ftplat"
 LAYERS = [
     ("foundation", ["ftplat", "ftplat.errors", "ftplat.environment", "ftplat.storage", "ftplat.layout", "ftplat.versions",
                     "ftplat.ray_internals"]),
+    # What varies by workload; the config schema validates a job against its task.
+    ("tasks", ["ftplat.tasks"]),
     ("config", ["ftplat.config", "ftplat.zero.config"]),
     ("scoring", ["ftplat.scoring", "ftplat.records"]),
     ("data", ["ftplat.data"]),

@@ -1,10 +1,16 @@
-"""Exporting a sweep's winner as a ready Hugging Face model directory with a model card."""
+"""Exporting a sweep's winner as a ready Hugging Face model directory with a model card.
+
+Beside the model files, ``ftplat_task.json`` (``ftplat.tasks.TASK_FILE``) names the job's task
+and its settings, so ``ftplat predict`` and the MLflow model serve the export as the task it
+was trained for; the model card asks that task for its description and usage example.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import posixpath
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -13,12 +19,23 @@ from ftplat.errors import UserError
 from ftplat.layout import build_sweep_config_uri
 from ftplat.records import SweepSummary, TrialRecord
 from ftplat.storage import path_exists, read_json, resolve_storage
+from ftplat.tasks import TASK_FILE, TASKS, Task, build_task
 from ftplat.zero.consolidate import has_whole_weights, is_zero_checkpoint, run_consolidate_zero_checkpoint
 
 #: Files of a HF checkpoint that make up the model (not optimizer, scheduler or RNG state).
 MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".txt", ".model")
 EXCLUDED_FILES = {"trainer_state.json"}
 EXPORT_RECORD = "ftplat_export.json"
+#: The task of a sweep whose config names none (an ftplat from before tasks: IMDB sentiment).
+DEFAULT_TASK = "text-classification"
+#: Settings of the job's ``task`` section that only training uses (the user's metric function).
+TRAINING_ONLY_TASK_KEYS = ("metric_fn", "metric_modes")
+#: How the model card names the columns a job reads (``Task.read_columns``' config fields).
+COLUMN_ROLES = {"text_column": "text", "text_pair_column": "text pair", "tokens_column": "tokens",
+                "label_column": "label"}
+#: ``data`` defaults of the job config, for sweep configs that leave a column out.
+DATA_COLUMN_DEFAULTS = {"text_column": "text", "text_pair_column": None, "tokens_column": "tokens",
+                        "label_column": "label", "label_columns": None}
 
 
 def run_copy_model_files(checkpoint_uri: str, dest: str) -> list[str]:
@@ -43,18 +60,111 @@ def run_copy_model_files(checkpoint_uri: str, dest: str) -> list[str]:
     return copied
 
 
+def read_sweep_config(sweep_uri: str) -> dict[str, Any] | None:
+    """The sweep's ``sweep_config.json`` (``{"job", "search_space"}``), None when it has none."""
+    uri = build_sweep_config_uri(sweep_uri)
+    return read_json(uri) if path_exists(uri) else None
+
+
+def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSummary | None = None) -> dict[str, Any]:
+    """What ``ftplat_task.json`` holds: the job's ``task`` section without what only training
+    uses (``metric_fn``, ``metric_modes``) and unset values. A sweep config without a task
+    section falls back to the summary's task, then to text-classification (older sweeps)."""
+    task = ((sweep_config or {}).get("job") or {}).get("task") or {}
+    settings = {k: v for k, v in task.items() if k not in TRAINING_ONLY_TASK_KEYS and v is not None}
+    if not settings.get("type"):
+        settings["type"] = (summary.task if summary is not None and summary.task else DEFAULT_TASK)
+    if settings["type"] not in TASKS:
+        raise UserError(f"the sweep's task.type {settings['type']!r} is not one this ftplat serves "
+                        f"({', '.join(TASKS)}); export it with the ftplat version that ran it")
+    return settings
+
+
+def run_write_task_file(dest: str, settings: dict[str, Any]) -> str:
+    """Write ``ftplat_task.json`` into the model folder ``dest``; return its path."""
+    path = os.path.join(dest, TASK_FILE)
+    with open(path, "w") as f:
+        json.dump(settings, f, indent=2)
+    return path
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return "n/a" if value is None else str(value)
+
+
+def build_column_lines(task: Task, data: dict[str, Any]) -> list[str]:
+    """``text `review`, label `sentiment``` from the columns the task reads of this job."""
+    values = {**DATA_COLUMN_DEFAULTS, **{k: v for k, v in data.items() if k in DATA_COLUMN_DEFAULTS}}
+    try:
+        columns = task.read_columns(SimpleNamespace(**values))
+    except Exception:  # noqa: BLE001 - a card never fails on an odd stored config
+        columns = {k: values[k] for k in ("text_column", "text_pair_column", "label_column") if values[k]}
+    label_columns = [c for field, c in columns.items() if field.startswith("label_columns[")]
+    parts = [f"{COLUMN_ROLES.get(field, field)} `{column}`" for field, column in columns.items()
+             if not field.startswith("label_columns[")]
+    if label_columns:
+        parts.append("labels " + ", ".join(f"`{c}`" for c in label_columns) + " (one 0/1 column each)")
+    return parts
+
+
+def build_role_line(role: str, stats: dict[str, Any]) -> str:
+    """One role's split, rows and whatever label statistics its task recorded."""
+    name = "eval (selection)" if role == "eval" else role
+    extras = [f"{k.replace('_', ' ')} {v}" for k, v in stats.items() if k not in ("split", "rows")]
+    return f"- {name}: split `{stats.get('split', '?')}`, {stats.get('rows', '?')} rows" + \
+        "".join(f", {e}" for e in extras)
+
+
+def build_selection_lines(summary: SweepSummary, trial: TrialRecord) -> list[str]:
+    """Where the winner was selected and its score there, beside its test score (or why none)."""
+    metric, scope = summary.objective.metric, summary.scope
+    stats, test = summary.data or {}, summary.test
+    score = summary.winner.score if summary.winner and summary.winner.trial_id == trial.trial_id \
+        else trial.scores.get(scope)
+    ev = stats.get("eval") if isinstance(stats.get("eval"), dict) else None
+    where = (f"split `{ev.get('split', '?')}` ({ev.get('rows', '?')} rows"
+             + (f"; {stats['selection']}" if stats.get("selection") else "") + ")") if ev else \
+        (stats.get("selection") or "the eval split (not recorded in this summary)")
+    ckpt = trial.best_checkpoint
+    best = f"; best checkpoint {summary.metric_for_best_model} = {_fmt(ckpt.value)}" if ckpt else ""
+    lines = [f"- Selected on {where}: {metric}[{scope}] = {_fmt(score)}{best}"]
+    if not test:
+        lines.append("- Test: not recorded (the sweep predates test scoring)")
+    elif test.get("metrics"):
+        shown = ", ".join(f"{k} = {_fmt(v)}" for k, v in test["metrics"].items())
+        lines.append(f"- Test on split `{test.get('split', '?')}` ({test.get('rows', '?')} rows, scored once after "
+                     f"the sweep): {shown}")
+        if test.get("trial_id") not in (None, trial.trial_id):
+            lines.append(f"  (scored for trial {test['trial_id']}, not this one)")
+    elif test.get("skipped"):
+        lines.append(f"- Test: none: {test['skipped']}")
+    elif test.get("error"):
+        lines.append(f"- Test: failed: {test['error']}")
+    else:
+        lines.append("- Test: no metrics recorded")
+    return lines
+
+
 def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: dict[str, Any] | None) -> str:
     metric, scope = summary.objective.metric, summary.scope
     ckpt = trial.best_checkpoint
-    job = (sweep_config or {}).get("job", {})
+    job = (sweep_config or {}).get("job") or {}
+    settings = build_task_settings(sweep_config, summary)
+    task = build_task(settings)
+    weights = (f" Weights: the trial's best checkpoint (`{posixpath.basename(ckpt.path.rstrip('/'))}`, epoch "
+               f"{ckpt.epoch}, {summary.metric_for_best_model} = {ckpt.value}).") if ckpt else ""
     lines = [
         f"# {summary.sweep_name}: winner trial {trial.trial_id}",
         "",
-        f"Text classifier fine-tuned by ftplat from `{job.get('model', {}).get('name_or_path', '?')}`, "
-        f"the winner of sweep `{summary.sweep_name}` under scope `{scope}` "
-        f"({metric}, {summary.objective.mode}). Weights: the trial's best checkpoint "
-        f"(`{posixpath.basename(ckpt.path)}`, epoch {ckpt.epoch}, "
-        f"{summary.metric_for_best_model} = {ckpt.value}).",
+        f"{task.description} (task `{task.name}`) fine-tuned by ftplat from "
+        f"`{(job.get('model') or {}).get('name_or_path', '?')}`, the winner of sweep `{summary.sweep_name}` under "
+        f"scope `{scope}` ({metric}, {summary.objective.mode}).{weights}",
+        "",
+        "## Selection and test",
+        "",
+        *build_selection_lines(summary, trial),
         "",
         "## Score under every scope",
         "",
@@ -69,20 +179,25 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
         "## Data",
         "",
     ]
-    data = job.get("data", {})
+    data = job.get("data") or {}
     stats = summary.data or {}
-    lines += [f"- source: `{data.get('source', '?')}`, text column `{data.get('text_column')}`, "
-              f"label column `{data.get('label_column')}`, max_length {data.get('max_length')}"]
-    for role in ("train", "eval"):
-        if role in stats:
-            lines.append(f"- {role}: split `{stats[role]['split']}`, {stats[role]['rows']} rows, "
-                         f"label counts {stats[role]['label_counts']}")
+    source = f"- source: `{data.get('source', '?')}`"
+    if data.get("config_name"):
+        source += f" (configuration `{data['config_name']}`)"
+    lines.append(source + (f", max_length {data['max_length']}" if data.get("max_length") is not None else ""))
+    lines.append("- columns: " + ", ".join(build_column_lines(task, data)))
+    lines += [build_role_line(role, stats[role]) for role in ("train", "eval", "test")
+              if isinstance(stats.get(role), dict)]
+    if stats.get("selection"):
+        lines.append(f"- selection split: {stats['selection']}")
+    if settings.get("threshold") is not None:
+        lines.append(f"- threshold: a label is predicted from score {settings['threshold']}")
     lines += ["", "## Evaluation history", "", "| epoch | step | " + metric + " | eval_loss |", "|---|---|---|---|"]
     lines += [f"| {r.get('epoch')} | {r.get('step')} | {r.get(metric)} | {r.get('eval_loss')} |" for r in trial.history]
     lines += ["", "## Versions", "", *[f"- {k}: {v}" for k, v in (summary.versions or {}).items()], ""]
-    lines += ["## Use", "", "```python", "from transformers import pipeline",
-              'clf = pipeline("text-classification", model="<this directory>")',
-              'clf(["I hate this movie", "i love this movie"])', "```", ""]
+    pair = " (a sentence pair: `TEXT<TAB>TEXT_PAIR`)" if data.get("text_pair_column") else ""
+    lines += ["## Use", "", "```python", *task.build_usage_example(), "```", "",
+              f"Or `ftplat predict <this directory> TEXT ...`{pair}, which reads `{TASK_FILE}` for the task.", ""]
     return "\n".join(lines)
 
 
@@ -94,15 +209,19 @@ def run_export(sweep_uri: str, out_dir: str) -> dict[str, Any]:
         raise UserError(f"sweep {sweep_uri!r} has no winner with a checkpoint to export")
     if os.path.exists(out_dir) and os.listdir(out_dir):
         raise UserError(f"OUT_DIR {out_dir!r} exists and is not empty; choose a new folder")
-    config_uri = build_sweep_config_uri(sweep_uri)
-    sweep_config = read_json(config_uri) if path_exists(config_uri) else None
+    sweep_config = read_sweep_config(sweep_uri)
+    settings = build_task_settings(sweep_config, summary)
+    card = build_model_card(summary, trial, sweep_config)  # before copying: a failure leaves OUT_DIR empty
     run_copy_model_files(trial.best_checkpoint.path, out_dir)
+    run_write_task_file(out_dir, settings)
     with open(os.path.join(out_dir, "README.md"), "w") as f:
-        f.write(build_model_card(summary, trial, sweep_config))
+        f.write(card)
     trial_dict = trial.to_dict()
-    record = {"sweep": summary.sweep_name, "scope": summary.scope,
+    record = {"sweep": summary.sweep_name, "scope": summary.scope, "task": settings,
               "objective": {"metric": summary.objective.metric, "mode": summary.objective.mode},
               "trial": {k: trial_dict[k] for k in ("trial_id", "hyperparameters", "scores", "best_checkpoint")}}
+    if summary.test is not None:
+        record["test"] = summary.test
     with open(os.path.join(out_dir, EXPORT_RECORD), "w") as f:
         json.dump(record, f, indent=2)
     return record

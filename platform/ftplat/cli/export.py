@@ -10,7 +10,7 @@ from ftplat.errors import EXIT_USAGE, UserError
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
     p = argparse.ArgumentParser(prog=prog, description="Export a finished sweep's winner (its best checkpoint) "
-                                "as a model directory with a model card.")
+                                "as a model directory with a model card and its task (ftplat_task.json).")
     p.add_argument("sweep", help="the sweep folder: <storage_path>/<sweep_name> (local path or s3://)")
     p.add_argument("out_dir", help="a new or empty folder")
     args = p.parse_args(argv)
@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     trial = record["trial"]
+    test = (record.get("test") or {}).get("metrics") or {}
+    shown = "".join(f", {k} = {v}" for k, v in test.items())
     print(f"Exported trial {trial['trial_id']} ({record['objective']['metric']}[{record['scope']}] = "
-          f"{trial['scores'][record['scope']]}) from {trial['best_checkpoint']['path']} to {args.out_dir}")
+          f"{trial['scores'].get(record['scope'])}{shown}) from {trial['best_checkpoint']['path']} to {args.out_dir} "
+          f"as a {record['task']['type']} model")
     return 0

@@ -1,4 +1,10 @@
-"""``ftplat predict MODEL_DIR TEXT ... [--file F]``: labels and scores from a text-classification pipeline."""
+"""``ftplat predict MODEL_DIR [TEXT ...] [--file F]``: an exported model's predictions, whatever its task.
+
+The task comes from the model folder (``ftplat_task.json`` of an ftplat export, else its
+``config.json``: ``ftplat.tasks.build_task_for_model_dir``), which builds the pipeline and
+formats each prediction. A sentence pair is ``TEXT<TAB>TEXT_PAIR`` (an argument or a line), or a
+JSON object ``{"text": ..., "text_pair": ...}`` per line of a ``.jsonl`` file.
+"""
 
 from __future__ import annotations
 
@@ -6,35 +12,122 @@ import argparse
 import json
 import os
 import sys
+from typing import Any, Iterable
 
-from ftplat.errors import EXIT_USAGE
+from ftplat.errors import EXIT_USAGE, UserError
+
+#: A ``--file`` with this ending holds one JSON object per line instead of plain text lines.
+JSONL_SUFFIX = ".jsonl"
+
+
+def build_text_input(line: str, where: str) -> str | dict[str, str]:
+    """A text, or ``{"text", "text_pair"}`` for ``TEXT<TAB>TEXT_PAIR``; UserError for more TABs."""
+    text, tab, pair = line.partition("\t")
+    if not tab:
+        return line
+    if "\t" in pair:
+        raise UserError(f"{where} has more than one TAB; a sentence pair is TEXT<TAB>TEXT_PAIR")
+    if not text.strip() or not pair.strip():
+        raise UserError(f"{where} has an empty side of TEXT<TAB>TEXT_PAIR")
+    return {"text": text.strip(), "text_pair": pair.strip()}
+
+
+def build_jsonl_input(line: str, where: str) -> str | dict[str, str]:
+    """The input of one ``.jsonl`` line: an object with ``text`` and an optional ``text_pair``."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where} is not valid JSON ({exc.msg}, column {exc.colno})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
+        raise UserError(f'{where} is not a JSON object with a non-empty "text" string '
+                        '(e.g. {"text": "...", "text_pair": "..."})')
+    pair = obj.get("text_pair")
+    if pair is None:
+        return obj["text"]
+    if not isinstance(pair, str) or not pair.strip():
+        raise UserError(f'{where}: "text_pair" is not a non-empty string')
+    return {"text": obj["text"], "text_pair": pair}
+
+
+def read_file_inputs(path: str) -> list[str | dict[str, str]]:
+    """The non-empty lines of ``path`` (``-``: stdin) as inputs; UserError naming the line."""
+    jsonl = path != "-" and path.lower().endswith(JSONL_SUFFIX)
+    name = "stdin" if path == "-" else path
+    try:
+        if path == "-":
+            return _parse_lines(sys.stdin, name, jsonl)
+        with open(path, encoding="utf-8") as stream:
+            return _parse_lines(stream, name, jsonl)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--file {name!r} cannot be read: {_one_line(exc)}") from None
+
+
+def _parse_lines(lines: Iterable[str], name: str, jsonl: bool) -> list[str | dict[str, str]]:
+    inputs: list[str | dict[str, str]] = []
+    for number, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            continue
+        where = f"--file {name} line {number}"
+        inputs.append(build_jsonl_input(line, where) if jsonl else build_text_input(line.strip(" "), where))
+    return inputs
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def build_output_line(item: str | dict[str, str], prediction: dict[str, Any], task: Any, as_json: bool) -> str:
+    fields = {"text": item} if isinstance(item, str) else dict(item)
+    if as_json:
+        return json.dumps({**fields, **prediction}, ensure_ascii=False)
+    return task.format_prediction_line(prediction) + "\t" + "\t".join(fields.values())
+
+
+def run_predict_cli(args: argparse.Namespace) -> int:
+    inputs = [build_text_input(text, f"argument {i}") for i, text in enumerate(args.texts, start=1)]
+    if args.file:
+        inputs += read_file_inputs(args.file)
+    if not inputs:
+        raise UserError("no texts: give them as arguments or with --file")
+    if args.batch_size < 1:
+        raise UserError(f"--batch-size is {args.batch_size}; give 1 or more")
+    if not os.path.isfile(os.path.join(args.model_dir, "config.json")):
+        raise UserError(f"MODEL_DIR {args.model_dir!r} holds no config.json: not a model directory")
+    from ftplat.tasks import TASK_FILE, build_task_for_model_dir
+
+    try:
+        task = build_task_for_model_dir(args.model_dir)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"MODEL_DIR {args.model_dir!r}: its {TASK_FILE} or config.json does not name a task "
+                        f"ftplat serves ({type(exc).__name__}: {_one_line(exc)})") from None
+    pairs = [i for i, item in enumerate(inputs) if isinstance(item, dict)]
+    if pairs and not task.accepts_text_pair:
+        raise UserError(f"input {pairs[0] + 1} is a sentence pair (a TAB, or a JSON line's text_pair) but the "
+                        f"model is a {task.name} model, which takes one text per input")
+    try:
+        pipe = task.build_pipeline(args.model_dir)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"MODEL_DIR {args.model_dir!r} does not load as a {task.name} model: "
+                        f"{_one_line(exc)}") from None
+    predictions = task.run_predict(pipe, inputs, batch_size=args.batch_size)
+    for item, prediction in zip(inputs, predictions):
+        print(build_output_line(item, prediction, task, args.json))
+    return 0
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat predict") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Classify texts with an exported model.")
-    p.add_argument("model_dir", help="a model directory (ftplat export, or any HF text classifier)")
-    p.add_argument("texts", nargs="*", help="texts to classify")
-    p.add_argument("--file", help="also classify each non-empty line of this file ('-' for stdin)")
+    p = argparse.ArgumentParser(prog=prog, description="Predict with an exported model, whatever its task "
+                                "(labels and scores, labels above a threshold, values, or entities).")
+    p.add_argument("model_dir", help="a model directory (ftplat export, or any HF model of an ftplat task)")
+    p.add_argument("texts", nargs="*", help="texts to predict on; TEXT<TAB>TEXT_PAIR for a sentence pair")
+    p.add_argument("--file", help="also each non-empty line of this file ('-' for stdin; TEXT<TAB>TEXT_PAIR for a "
+                   'pair); a .jsonl file holds one {"text": ..., "text_pair": ...} object per line')
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
-    args = p.parse_args(argv)
-    texts = list(args.texts)
-    if args.file:
-        stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
-        texts += [line.strip() for line in stream if line.strip()]
-    if not texts:
-        print("error: no texts: give them as arguments or with --file", file=sys.stderr)
+    p.add_argument("--json", action="store_true", help="print one JSON object per input instead of a table")
+    args = p.parse_intermixed_args(argv)  # options may come between the texts
+    try:
+        return run_predict_cli(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if not os.path.isfile(os.path.join(args.model_dir, "config.json")):
-        print(f"error: MODEL_DIR {args.model_dir!r} holds no config.json: not a model directory", file=sys.stderr)
-        return EXIT_USAGE
-    from transformers import pipeline
-
-    clf = pipeline("text-classification", model=args.model_dir, device="cpu")
-    results = clf(texts, batch_size=args.batch_size, truncation=True)
-    for text, res in zip(texts, results):
-        if args.json:
-            print(json.dumps({"text": text, "label": res["label"], "score": round(res["score"], 6)}))
-        else:
-            print(f"{res['label']}\t{res['score']:.4f}\t{text}")
-    return 0

@@ -172,6 +172,8 @@ def format_sweep_failures(summary: SweepSummary) -> list[str]:
     if summary.retention_error:
         lines.append(f"checkpoint retention failed: {summary.retention_error}; "
                      f"`ftplat checkpoints gc {redact_text(summary.sweep_path)}` applies it again")
+    if (summary.test or {}).get("error"):
+        lines.append(f"scoring the winner on the test split failed: {summary.test['error']}")
     if summary.tracking_error:
         lines.append(f"MLflow tracking failed: {summary.tracking_error}; summary.json and the checkpoints "
                      "are complete, the MLflow runs are not")

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig, check_against_job
 from ftplat.errors import ConfigError
+from ftplat.tasks import build_task
 from ftplat.zero.config import build_sweep_deepspeed_configs, is_preset
 
 M = TypeVar("M", bound=BaseModel)
@@ -220,7 +221,7 @@ def load_sweep_configs(
                          other=JobConfig, other_name="job-config",
                          fix=f"job-config overrides take no {SEARCH_PREFIX!r} prefix, e.g. training.learning_rate=3.0e-5")
     space_data = apply_overrides(space_data, space_overrides, dotted_sections=("parameters",))
-    space = validate(SearchSpaceConfig, space_data, source=space_source)
+    space = validate(SearchSpaceConfig, build_objective_defaults(space_data, job), source=space_source)
     try:
         check_against_job(space, job)
     except ValueError as exc:
@@ -231,6 +232,20 @@ def load_sweep_configs(
     except ValueError as exc:
         raise ConfigError(f"{job_source}: {exc}") from None
     return job, space
+
+
+def build_objective_defaults(space_data: dict[str, Any], job: JobConfig) -> dict[str, Any]:
+    """The search space with the objective the user left out filled from the job: the metric
+    that ranks checkpoints (training.metric_for_best_model), in its natural direction."""
+    objective = space_data.get("objective", {})
+    if not isinstance(objective, dict):
+        return space_data
+    metric = objective.get("metric") or job.training.metric_for_best_model
+    modes = build_task(job).build_metric_modes()
+    bare = str(metric).removeprefix("eval_")
+    if "mode" not in objective and bare in modes:
+        objective = {**objective, "mode": modes[bare]}
+    return {**space_data, "objective": {**objective, "metric": metric}}
 
 
 def _candidate_values(param: Any) -> list[Any]:

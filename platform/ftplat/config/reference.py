@@ -36,7 +36,9 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
     rows = []
     for name, field in model.model_fields.items():
         annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and prefix == "":
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if prefix:  # a nested section: its own keys (data.validation.split)
+                rows += _rows(annotation, f"{prefix}{name}.")
             continue
         doc = " ".join((field.description or "").split())
         rows.append(f"| `{prefix}{name}` | {_type_name(annotation)} | {_default(field)} | {doc} |")

@@ -4,41 +4,51 @@ Every section is a frozen pydantic model that rejects unknown keys and refuses t
 strings into numbers (PyYAML reads ``1e-5`` as a string; ``1.0e-5`` is a number). Defaults
 follow the IMDB recipe in the user's notes: bert-base-uncased, max_length 160, lr 2e-5,
 batch 16, weight decay 0.01, evaluation and saving once per epoch, save_total_limit 2, best
-model by accuracy.
+model by accuracy. What depends on the task (its head, metrics, columns) is checked against
+the task (``ftplat.tasks``) once the whole job is read.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
-#: Metrics the worker's ``compute_metrics`` produces (plus the Trainer's own loss).
-EVAL_METRICS = ("accuracy", "f1", "loss")
+from ftplat.config.base import StrictModel, looks_like_local_path, normalize_eval_metric
+from ftplat.config.data_config import DataConfig, ValidationConfig
+from ftplat.config.training_config import TrainingConfig
+from ftplat.tasks import TASK_NAMES, build_task
 
-
-class StrictModel(BaseModel):
-    """Base for every config section: unknown keys are errors, no str->number coercion."""
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, strict=True, validate_default=True, use_attribute_docstrings=True
-    )
+__all__ = ["DataConfig", "JobConfig", "ModelConfig", "ResourcesConfig", "RetentionConfig", "StorageConfig",
+           "StrictModel", "TaskConfig", "TrackingConfig", "TrainingConfig", "ValidationConfig",
+           "looks_like_local_path", "normalize_eval_metric"]
 
 
-def normalize_eval_metric(name: str, *, field: str) -> str:
-    """Map ``accuracy`` or ``eval_accuracy`` to the key HF logs (``eval_accuracy``)."""
-    bare = name[len("eval_") :] if name.startswith("eval_") else name
-    if bare not in EVAL_METRICS:
-        allowed = ", ".join(f"eval_{m}" for m in EVAL_METRICS)
-        raise ValueError(f"{field} {name!r} is not produced by evaluation; allowed: {allowed}")
-    return f"eval_{bare}"
+class TaskConfig(StrictModel):
+    """What the sweep fine-tunes for: the head, the columns read, the metrics (``ftplat.tasks``)."""
 
+    type: Literal[TASK_NAMES] = "text-classification"
+    """text-classification, multi-label-classification, regression or token-classification."""
+    threshold: float | None = Field(default=None, gt=0, lt=1)
+    """multi-label-classification: the sigmoid score from which a label is predicted (default 0.5)."""
+    metric_fn: str | None = None
+    """``module:function`` computing more metrics from the Trainer's EvalPrediction (a dict of
+    floats), importable by the driver and the workers; name each in metric_modes."""
+    metric_modes: dict[str, Literal["max", "min"]] = {}
+    """The names metric_fn returns (bare, no eval_) and whether each is maximised or minimised."""
 
-def looks_like_local_path(source: str) -> bool:
-    """True when ``source`` is meant as a filesystem path rather than a hub id."""
-    return source.startswith(("/", "./", "../", "~")) or os.path.exists(source)
+    @model_validator(mode="after")
+    def _metric_fn_imports(self):
+        if self.threshold is not None and self.type != "multi-label-classification":
+            raise ValueError(f"threshold applies to multi-label-classification only, not {self.type}; remove it")
+        if bool(self.metric_fn) != bool(self.metric_modes):
+            raise ValueError("metric_fn and metric_modes go together: metric_modes names what metric_fn returns")
+        if self.metric_fn:
+            from ftplat.tasks.base import build_user_metric_fn
+
+            build_user_metric_fn(self.metric_fn)
+        return self
 
 
 class ModelConfig(StrictModel):
@@ -46,10 +56,11 @@ class ModelConfig(StrictModel):
 
     name_or_path: str = "bert-base-uncased"
     """Hub id (``bert-base-uncased``) or a local model directory."""
-    num_labels: int = Field(default=2, ge=2)
-    """Number of classes of the classification head."""
-    id2label: dict[int, str] | None = {0: "neg", 1: "pos"}
-    """Class names written into the model config (exported models show them)."""
+    num_labels: int | None = Field(default=None, ge=1)
+    """Outputs of the task's head: classes, labels or tags (1 for regression). Default: the
+    size of id2label; text-classification without either: 2 (neg, pos), the IMDB recipe."""
+    id2label: dict[int, str] | None = None
+    """Class, label or tag names written into the model config (exported models show them)."""
     trainable_patterns: list[str] | None = None
     """Regexes over parameter names; when set, only matching parameters train (the recipe's
     partial fine-tuning is ``["pooler", "classifier"]``). ``None`` trains everything."""
@@ -78,169 +89,12 @@ class ModelConfig(StrictModel):
 
     @model_validator(mode="after")
     def _labels_match(self):
-        if self.id2label is not None and sorted(self.id2label) != list(range(self.num_labels)):
+        if self.id2label is not None and self.num_labels is not None and sorted(self.id2label) != list(range(self.num_labels)):
             raise ValueError(
                 f"id2label keys must be 0..{self.num_labels - 1} to match num_labels="
                 f"{self.num_labels}, got {sorted(self.id2label)}"
             )
         return self
-
-
-class DataConfig(StrictModel):
-    """Where the text classification data comes from and how much of it is used."""
-
-    source: str = "stanfordnlp/imdb"
-    """Hub id, a local directory of parquet/CSV/JSON files named after their splits
-    (``train.parquet``, ``test-00000-of-00001.parquet``...), or an ``aclImdb/`` folder."""
-    train_split: str = "train"
-    """Split to train on."""
-    eval_split: str = "test"
-    """Split to evaluate on after every epoch (or eval_steps); it selects models and trials."""
-    text_column: str = "text"
-    """Column holding the text."""
-    label_column: str = "label"
-    """Column holding class ids 0..num_labels-1 (or names from model.id2label)."""
-    max_length: int = Field(default=160, ge=8, le=8192)
-    """Tokens per example; longer texts are truncated."""
-    pad_to_max_length: bool = False
-    """Pad every example to max_length (the recipe) instead of per batch (faster)."""
-    train_size: int | None = Field(default=None, ge=2)
-    """Stratified subset of the train split; ``None`` uses all of it."""
-    eval_size: int | None = Field(default=None, ge=2)
-    """Stratified subset of the eval split; ``None`` uses all of it."""
-    subset_seed: int = 42
-    """Seed of the stratified subsets."""
-    empty_texts: Literal["error", "drop"] = "error"
-    """Rows whose text is empty, whitespace-only or missing: ``error`` refuses the data and
-    names the split and the count; ``drop`` leaves them out (the count is logged) before the
-    subsets are drawn."""
-
-
-class TrainingConfig(StrictModel):
-    """The Hugging Face ``TrainingArguments`` a trial uses (built in one place:
-    ``ftplat.train.arguments.build_training_arguments``)."""
-
-    num_train_epochs: float = Field(default=3.0, gt=0)
-    """Epochs per trial."""
-    max_steps: int = Field(default=-1, ge=-1)
-    """Positive: total optimizer steps, overriding num_train_epochs."""
-    per_device_train_batch_size: int = Field(default=16, ge=1)
-    """Batch size of each worker (the global batch is this x num_workers x accumulation)."""
-    per_device_eval_batch_size: int = Field(default=16, ge=1)
-    """Evaluation batch size of each worker."""
-    gradient_accumulation_steps: int = Field(default=1, ge=1)
-    """Micro-batches per optimizer step."""
-    learning_rate: float = Field(default=2.0e-5, gt=0, lt=1)
-    """Peak AdamW learning rate (searched by default)."""
-    weight_decay: float = Field(default=0.01, ge=0, lt=1)
-    """AdamW weight decay, not applied to biases and LayerNorm (searched by default)."""
-    warmup_steps: float = Field(default=0.0, ge=0)
-    """Below 1: a fraction of the total steps (transformers 5 dropped ``warmup_ratio``);
-    1 or more: a number of steps."""
-    lr_scheduler_type: Literal[
-        "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup"
-    ] = "linear"
-    """Learning-rate schedule after warmup."""
-    optim: str = "adamw_torch"
-    """HF optimizer name (a value of ``transformers.training_args.OptimizerNames``)."""
-    max_grad_norm: float = Field(default=1.0, ge=0)
-    """Gradient clipping norm (0 disables)."""
-    eval_strategy: Literal["epoch", "steps"] = "epoch"
-    """Every evaluation is reported to Tune and followed by a checkpoint."""
-    eval_steps: int | None = Field(default=None, ge=1)
-    """Steps between evaluations when eval_strategy is steps."""
-    save_strategy: Literal["epoch", "steps"] = "epoch"
-    """Must equal eval_strategy."""
-    save_steps: int | None = Field(default=None, ge=1)
-    """Must equal eval_steps when set."""
-    logging_strategy: Literal["epoch", "steps", "no"] = "steps"
-    """When training loss and learning rate are logged."""
-    logging_steps: int = Field(default=50, ge=1)
-    """Steps between training-loss logs."""
-    save_total_limit: int = Field(default=2, ge=1)
-    """Checkpoints kept per trial: the best by metric_for_best_model plus the most recent."""
-    load_best_model_at_end: bool = True
-    """End each trial with its best checkpoint's weights."""
-    metric_for_best_model: str = "eval_accuracy"
-    """accuracy, f1 or loss (with or without eval_): ranks a trial's checkpoints."""
-    greater_is_better: bool | None = None
-    """Defaults to False for loss, True otherwise."""
-    fp16: bool = False
-    """Mixed precision float16 (GPU)."""
-    bf16: bool = False
-    """Mixed precision bfloat16."""
-    seed: int = 42
-    """Seed of model init and data order."""
-    dataloader_num_workers: int = Field(default=0, ge=0)
-    """Data-loading processes per worker."""
-    deepspeed: str | None = None
-    """DeepSpeed ZeRO: a shipped preset (``zero2``, ``zero3``, ``zero3_offload``) or the path of
-    your own DeepSpeed JSON, whose "auto" values are filled from these training settings (see
-    "DeepSpeed ZeRO" in README.md). null: plain data parallelism."""
-
-    @field_validator("metric_for_best_model")
-    @classmethod
-    def _known_metric(cls, value):
-        return normalize_eval_metric(value, field="metric_for_best_model")
-
-    @field_validator("optim")
-    @classmethod
-    def _known_optimizer(cls, value):
-        # The default is HF's own; looking a name up imports transformers (and torch, seconds),
-        # so only a name the user chose pays for it, and a typo fails here, not in a worker.
-        if value == "adamw_torch":
-            return value
-        import difflib
-
-        from transformers.training_args import OptimizerNames
-
-        known = [o.value for o in OptimizerNames]
-        if value not in known:
-            close = difflib.get_close_matches(value, known, n=4, cutoff=0.5) or known[:4]
-            raise ValueError(f"{value!r} is not an optimizer transformers knows; closest: {', '.join(close)} "
-                             f"(all {len(known)} names: transformers.training_args.OptimizerNames)")
-        return value
-
-    @field_validator("deepspeed")
-    @classmethod
-    def _preset_or_json_path(cls, value):
-        from ftplat.zero.config import PRESETS
-
-        if value is None or value in PRESETS or value.endswith(".json") or looks_like_local_path(value):
-            return value
-        raise ValueError(f"unknown DeepSpeed preset {value!r}; choose {', '.join(PRESETS)}, "
-                         "or give the path of a DeepSpeed JSON file")
-
-    @field_validator("warmup_steps")
-    @classmethod
-    def _warmup_integral_above_one(cls, value):
-        if value >= 1 and value != int(value):
-            raise ValueError(f"is a step count when >= 1 and must be a whole number, got {value}")
-        return value
-
-    @model_validator(mode="after")
-    def _eval_and_save_together(self):
-        # Each evaluation's report carries the checkpoint saved right after it, so Tune, the
-        # scope statistics and checkpoint ranking all see the same rows.
-        if self.eval_strategy != self.save_strategy:
-            raise ValueError(
-                f"eval_strategy ({self.eval_strategy!r}) and save_strategy ({self.save_strategy!r}) "
-                "must match: every evaluation is reported with the checkpoint saved after it"
-            )
-        if self.eval_strategy == "steps":
-            if self.eval_steps is None:
-                raise ValueError("eval_steps is required when eval_strategy is 'steps'")
-            if self.save_steps not in (None, self.eval_steps):
-                raise ValueError(f"save_steps ({self.save_steps}) must equal eval_steps ({self.eval_steps})")
-        if self.fp16 and self.bf16:
-            raise ValueError("fp16 and bf16 cannot both be true; pick one")
-        return self
-
-    @property
-    def resolved_greater_is_better(self) -> bool:
-        if self.greater_is_better is not None:
-            return self.greater_is_better
-        return self.metric_for_best_model != "eval_loss"
 
 
 class ResourcesConfig(StrictModel):
@@ -337,6 +191,7 @@ class TrackingConfig(StrictModel):
 class JobConfig(StrictModel):
     """Everything the trials of one sweep share; the search space varies parts of it."""
 
+    task: TaskConfig = TaskConfig()
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     training: TrainingConfig = TrainingConfig()
@@ -345,11 +200,53 @@ class JobConfig(StrictModel):
     retention: RetentionConfig = RetentionConfig()
     tracking: TrackingConfig = TrackingConfig()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _task_defaults(cls, data: Any):
+        # The head's size and the checkpoint metric depend on the task; filled in here so the
+        # resolved job (summary, sweep_config.json, every trial) states them.
+        if not isinstance(data, dict):
+            return data
+        data = {k: (v.model_dump(exclude_unset=True) if isinstance(v, BaseModel) else v) for k, v in data.items()}
+        task_section = data.get("task") or {}
+        task_type = task_section.get("type", "text-classification") if isinstance(task_section, dict) else None
+        if task_type not in TASK_NAMES:
+            return data  # the field's own error names the choices
+        task = build_task({**task_section, "type": task_type} if isinstance(task_section, dict) else task_type)
+        if isinstance(data.get("model", {}), dict):
+            data_section = data.get("data", {})
+            data["model"] = task.resolve_model_defaults(data.get("model", {}),
+                                                        data_section if isinstance(data_section, dict) else {})
+        training = data.get("training", {})
+        if isinstance(training, dict) and training.get("metric_for_best_model") is None:
+            data["training"] = {**training, "metric_for_best_model": f"eval_{task.default_metric}"}
+        training = data.get("training", {})
+        if isinstance(training, dict) and training.get("greater_is_better") is None:
+            bare = str(training["metric_for_best_model"]).removeprefix("eval_")
+            modes = task.build_metric_modes()
+            if bare in modes:
+                data["training"] = {**training, "greater_is_better": modes[bare] == "max"}
+        return data
+
     @model_validator(mode="after")
-    def _fp16_needs_gpu(self):
-        # Accelerate runs fp16 on CPU as plain float32 without a word; bf16 does run on CPU.
+    def _fits_task(self):
+        task = build_task(self)
+        task.check_job(self)
+        check_task_metric(task, self.training.metric_for_best_model, field="training.metric_for_best_model")
         if self.training.fp16 and not self.resources.use_gpu:
+            # Accelerate runs fp16 on CPU as plain float32 without a word; bf16 does run on CPU.
             raise ValueError("training.fp16 is true but resources.use_gpu is false: float16 mixed precision "
                              "needs GPU workers; set resources.use_gpu: true, or training.fp16: false "
                              "(training.bf16 runs on CPU)")
         return self
+
+
+def check_task_metric(task: Any, metric: str, *, field: str) -> str:
+    """``metric`` (eval_ prefixed) must be one the task's evaluation logs; its natural mode."""
+    modes = task.build_metric_modes()
+    bare = metric.removeprefix("eval_")
+    if bare not in modes:
+        allowed = ", ".join(f"eval_{m}" for m in modes)
+        raise ValueError(f"{field} {metric!r} is not a metric of task.type {task.name}; allowed: {allowed} "
+                         "(or add your own with task.metric_fn and task.metric_modes)")
+    return modes[bare]

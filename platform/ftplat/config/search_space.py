@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from ftplat.config.schema import JobConfig, StrictModel, normalize_eval_metric
+from ftplat.config.schema import JobConfig, StrictModel, check_task_metric, normalize_eval_metric
+from ftplat.tasks import build_task
 
 Scope = Literal["last", "avg", "last-5-avg", "last-10-avg", "all"]
 
@@ -67,14 +68,15 @@ Param = Annotated[
 
 class ObjectiveConfig(StrictModel):
     metric: str = "eval_accuracy"
-    """An evaluation metric: eval_accuracy, eval_f1 or eval_loss."""
+    """A metric of the job's task (eval_accuracy, eval_f1, eval_loss, eval_mse...). Default:
+    the job's training.metric_for_best_model, so trials and checkpoints are ranked alike."""
     mode: Literal["max", "min"] = "max"
-    """max for accuracy and f1, min for loss."""
+    """The metric's natural direction (default: max for accuracy and f1, min for loss, mse, mae)."""
 
     @field_validator("metric")
     @classmethod
-    def _known(cls, value):
-        return normalize_eval_metric(value, field="metric")
+    def _eval_prefix(cls, value):
+        return normalize_eval_metric(value)
 
 
 class FifoSchedulerConfig(StrictModel):
@@ -170,6 +172,8 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
     for path, param in space.parameters.items():
         node: Any = job_dict
         parts = path.split(".")
+        if parts[:2] == ["training", "hf_args"] and len(parts) == 3:
+            continue  # any TrainingArguments field: its values are checked by check_parameter_values
         for depth, part in enumerate(parts):
             if not isinstance(node, dict) or part not in node:
                 where = ".".join(parts[:depth]) or "the job config"
@@ -185,7 +189,7 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
                     f"search space parameters.{path}: range [{param.low}, {param.high}] mixes a "
                     "warmup ratio (< 1) with a step count (>= 1); keep both ends on one side of 1"
                 )
-    natural = "min" if space.objective.metric == "eval_loss" else "max"
+    natural = check_task_metric(build_task(job), space.objective.metric, field="objective.metric")
     if space.objective.mode != natural:
         raise ValueError(
             f"objective.mode {space.objective.mode!r} for {space.objective.metric}: that metric is "

@@ -18,33 +18,38 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
-from ftplat.config.schema import DataConfig, ModelConfig
+from ftplat.config.schema import DataConfig, JobConfig, ModelConfig
 from ftplat.data.sources import load_raw_splits
 from ftplat.data.tokenizer import build_tokenizer
 from ftplat.errors import UserError
+from ftplat.tasks import build_task
+from ftplat.tasks.base import Examples, Task
 
 logger = logging.getLogger(__name__)
 
-TRAIN, EVAL = "train", "eval"
+TRAIN, EVAL, TEST = "train", "eval", "test"
 
 
 @dataclass(frozen=True)
 class TokenizedData:
-    """The tokenized splits and what was read to make them.
+    """The tokenized splits by role and what was read to make them.
 
-    ``train`` and ``eval`` hold ``input_ids``, ``attention_mask`` (and ``token_type_ids`` when
-    the tokenizer makes them) and ``labels``. ``stats`` has one entry per role (``split``,
-    ``rows``, ``label_counts``) and ``seconds``, the time taken to load and tokenize.
+    ``tables`` holds ``train``, ``eval`` (the selection split) and, when the data has a test
+    split, ``test``: the task's model inputs and ``labels``, the plain dict that goes into
+    Ray's object store. ``stats`` has one entry per role (``split``, ``rows``, the task's label
+    statistics), ``selection`` (how the selection split was chosen) and ``seconds``.
     """
 
-    train: pa.Table
-    eval: pa.Table
+    tables: dict[str, pa.Table]
     stats: dict[str, Any]
 
-    def tables(self) -> dict[str, pa.Table]:
-        """The tables by role, the plain dict that goes into Ray's object store (workers read
-        it without importing this class)."""
-        return {TRAIN: self.train, EVAL: self.eval}
+    @property
+    def train(self) -> pa.Table:
+        return self.tables[TRAIN]
+
+    @property
+    def eval(self) -> pa.Table:
+        return self.tables[EVAL]
 
 
 def build_stratified_indices(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
@@ -61,168 +66,189 @@ def build_stratified_indices(labels: np.ndarray, size: int, seed: int) -> np.nda
     return rng.permutation(np.concatenate(picked))
 
 
-def build_class_label_ids(values: np.ndarray, feature: Any, data: DataConfig, model: ModelConfig,
-                          split: str) -> np.ndarray:
-    """Ids of a ``datasets.ClassLabel`` column in ``model.id2label``'s order.
-
-    A ClassLabel id means its name (``names=["pos", "neg"]``: 0 is "pos"); taking it as an id
-    of ``model.id2label`` would train and export a model whose labels are swapped.
-    """
-    names = getattr(feature, "names", None) if isinstance(feature, datasets.ClassLabel) else None
-    if not names or model.id2label is None or names == [model.id2label[i] for i in sorted(model.id2label)]:
-        return values
-    label2id = {v: k for k, v in model.id2label.items()}
-    if sorted(names) != sorted(label2id) or len(set(names)) != len(names):
-        raise UserError(
-            f"data.label_column {data.label_column!r} of split {split!r} is a ClassLabel with names {names} "
-            f"but model.id2label is {model.id2label}; set model.id2label to "
-            f"{dict(enumerate(names))} (the dataset's order)"
-        )
-    logger.info("data.label_column %r of split %r: ClassLabel names %s mapped to model.id2label %s",
-                data.label_column, split, names, model.id2label)
-    remap = np.asarray([label2id[name] for name in names], dtype=np.int64)
-    known = (values >= 0) & (values < len(names))  # ClassLabel's -1 (no label) stays and is refused
-    return np.where(known, remap[np.clip(values, 0, len(names) - 1)], values)
-
-
-def _encode_labels(ds: datasets.Dataset, data: DataConfig, model: ModelConfig, split: str) -> np.ndarray:
-    raw = ds[data.label_column]
-    values = np.asarray(raw.to_pylist() if hasattr(raw, "to_pylist") else list(raw))
-    if values.dtype.kind in "OUS":
-        label2id = {v: k for k, v in (model.id2label or {}).items()}
-        unknown = sorted(set(values.tolist()) - set(label2id))
-        if unknown:
-            raise UserError(
-                f"data.label_column {data.label_column!r} of split {split!r} holds labels "
-                f"{unknown[:5]} that model.id2label {model.id2label} does not name"
-            )
-        return np.asarray([label2id[v] for v in values.tolist()], dtype=np.int64)
-    if values.dtype.kind not in "iu" and not (values.dtype.kind == "f" and np.all(values == np.round(values))):
-        raise UserError(f"data.label_column {data.label_column!r} of split {split!r} is not integer class ids")
-    values = build_class_label_ids(values.astype(np.int64), ds.features.get(data.label_column), data, model, split)
-    bad = values[(values < 0) | (values >= model.num_labels)]
-    if bad.size:
-        raise UserError(
-            f"data.label_column {data.label_column!r} of split {split!r} has label {int(bad[0])} "
-            f"outside 0..{model.num_labels - 1}; set model.num_labels (and model.id2label) to match"
-        )
-    return values
-
-
 def _is_missing(value: Any) -> bool:
     # CSV readers give an empty field as null, or as NaN when the whole column is empty.
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def select_empty_text_rows(texts: list[Any], data: DataConfig, split: str) -> list[int]:
-    """Rows whose text is empty, whitespace-only or missing; ``UserError`` on a value that is
-    not text at all (a number: the wrong column)."""
+#: The config field of each input role a task reads (``Task.build_inputs``).
+ROLE_FIELDS = {"text": "text_column", "text_pair": "text_pair_column", "tokens": "tokens_column"}
+
+
+def select_empty_text_rows(texts: list[Any], field: str, column: str, split: str) -> list[int]:
+    """Rows whose text (or word list) is empty, whitespace-only or missing; ``UserError`` on
+    a value that is neither (a number: the wrong column)."""
     empty = []
     for row, text in enumerate(texts):
         if isinstance(text, str):
             if not text.strip():
                 empty.append(row)
+        elif isinstance(text, (list, tuple)):
+            if not text:
+                empty.append(row)
         elif _is_missing(text):
             empty.append(row)
         else:
             raise UserError(
-                f"data.text_column {data.text_column!r} of split {split!r} holds non-text values (row {row}: "
-                f"{type(text).__name__} {text!r:.40}); point data.text_column at the column of texts"
+                f"data.{field} {column!r} of split {split!r} holds non-text values (row {row}: "
+                f"{type(text).__name__} {text!r:.40}); point data.{field} at the column of texts"
             )
     return empty
 
 
-def build_nonempty_split(ds: datasets.Dataset, texts: list[Any], data: DataConfig,
-                         split: str) -> tuple[datasets.Dataset, list[str], int]:
+def build_nonempty_split(ds: datasets.Dataset, inputs: dict[str, list[Any]], data: DataConfig,
+                         split: str) -> tuple[datasets.Dataset, dict[str, list[Any]], int]:
     """The split without its empty texts (``data.empty_texts: drop``) and how many went, or
     ``UserError`` naming the count: an empty text still gets a label, and trains the model on
     nothing but the special tokens."""
-    empty = select_empty_text_rows(texts, data, split)
+    empty: set[int] = set()
+    for role, values in inputs.items():
+        field = ROLE_FIELDS[role]
+        column = getattr(data, field)
+        rows = select_empty_text_rows(values, field, column, split)
+        where = f"data.{field} {column!r} of split {split!r}"
+        if rows and len(rows) == len(values):
+            raise UserError(f"{where}: all {len(values)} texts are empty or missing; check data.{field} and the files")
+        if rows and data.empty_texts == "error":
+            raise UserError(
+                f"{where} has {len(rows)} empty or whitespace-only texts of {len(values)} (first at row {rows[0]}); "
+                "remove them from the data, or set data.empty_texts: drop to leave them out"
+            )
+        empty.update(rows)
     if not empty:
-        return ds, texts, 0
-    where = f"data.text_column {data.text_column!r} of split {split!r}"
-    if len(empty) == len(texts):
-        raise UserError(f"{where}: all {len(texts)} texts are empty or missing; check data.text_column and the files")
-    if data.empty_texts == "error":
-        raise UserError(
-            f"{where} has {len(empty)} empty or whitespace-only texts of {len(texts)} (first at row {empty[0]}); "
-            "remove them from the data, or set data.empty_texts: drop to leave them out"
-        )
-    dropped = set(empty)
-    keep = [row for row in range(len(texts)) if row not in dropped]
-    return ds.select(keep), [texts[row] for row in keep], len(empty)
+        return ds, inputs, 0
+    keep = [row for row in range(len(ds)) if row not in empty]
+    return ds.select(keep), {role: [v[row] for row in keep] for role, v in inputs.items()}, len(empty)
 
 
-def check_subset_size(size: int | None, rows: int, *, field: str, split: str, dropped: int) -> None:
+def check_subset_size(size: int | None, rows: int, *, field: str, split: str, dropped: int,
+                      held_out: int = 0) -> None:
     """A subset larger than its split would silently train (or score) on the whole split."""
     if size is not None and size > rows:
-        after = f" after dropping {dropped} empty texts" if dropped else ""
+        done = ([f"dropping {dropped} empty texts"] if dropped else []) + (
+            [f"holding out {held_out} for validation (data.validation.holdout)"] if held_out else [])
+        after = f" after {' and '.join(done)}" if done else ""
         raise UserError(
             f"data.{field} {size} is larger than split {split!r}, which has {rows} rows{after}; "
             f"lower data.{field}, or set it to null to use the whole split"
         )
 
 
-def build_checked_split(ds: datasets.Dataset, data: DataConfig, model: ModelConfig, split: str,
-                        size: int | None, field: str) -> tuple[list[str], np.ndarray, dict[str, Any]]:
-    """The texts and label ids of one split, checked (texts, labels, subset size) and subset."""
-    texts = ds[data.text_column]
-    texts = texts.to_pylist() if hasattr(texts, "to_pylist") else list(texts)
-    ds, texts, dropped = build_nonempty_split(ds, texts, data, split)
-    labels = _encode_labels(ds, data, model, split)
-    check_subset_size(size, len(labels), field=field, split=split, dropped=dropped)
-    if size is not None:
-        idx = build_stratified_indices(labels, size, data.subset_seed)
-        texts, labels = [texts[i] for i in idx], labels[idx]
-    stats = {
-        "split": split,
-        "rows": len(labels),
-        "label_counts": {int(c): int(n) for c, n in zip(*np.unique(labels, return_counts=True))},
-    }
-    if dropped:
-        stats["dropped_empty_texts"] = dropped
-    return texts, labels, stats
+def build_checked_examples(ds: datasets.Dataset, task: Task, data: DataConfig, model: ModelConfig,
+                           split: str) -> Examples:
+    """One split's inputs and labels, checked (texts, labels) with its empty texts handled."""
+    inputs = task.build_inputs(ds, data, split)
+    ds, inputs, dropped = build_nonempty_split(ds, inputs, data, split)
+    return Examples(inputs, task.build_labels(ds, data, model, split), dropped)
 
 
-def build_tokenized_tables(data: DataConfig, model: ModelConfig) -> TokenizedData:
-    """Load, check and subset both splits, then tokenize them (every check runs before the
-    slow part)."""
+def build_subset_indices(key: np.ndarray | None, rows: int, size: int, seed: int) -> np.ndarray:
+    """``size`` row indices, stratified by ``key`` when the task gives one, else at random."""
+    if key is None:
+        return np.random.default_rng(seed).permutation(rows)[:size]
+    return build_stratified_indices(key, size, seed)
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """Which split plays which role: train, the selection split (``eval``), the test split."""
+
+    train: str
+    eval: str | None  # None: held out of train
+    test: str | None
+    source: str  # how the selection split was chosen, for the summary and the card
+
+    @property
+    def required(self) -> list[str]:
+        return [self.train] + ([self.eval] if self.eval else [])
+
+
+def build_split_plan(data: DataConfig, optional_present: set[str] | None = None) -> SplitPlan:
+    """The selection split by the validation protocol; ``optional_present`` are the splits
+    the data has among ``validation`` and the test split (None: not yet known)."""
+    present = optional_present or set()
+    test = data.test_split if data.test_split in present else None
+    if data.eval_split is not None:
+        return SplitPlan(data.train_split, data.eval_split, None if test == data.eval_split else test,
+                         "data.eval_split")
+    if data.validation.split is not None:
+        return SplitPlan(data.train_split, data.validation.split, None if test == data.validation.split else test,
+                         "data.validation.split")
+    if "validation" in present and data.test_split != "validation" and data.train_split != "validation":
+        return SplitPlan(data.train_split, "validation", test, "the data's validation split")
+    return SplitPlan(data.train_split, None, test, "held out of the train split")
+
+
+def build_holdout(train: Examples, task: Task, data: DataConfig) -> tuple[Examples, Examples]:
+    """Train without its hold-out, and the hold-out: ``data.validation.holdout`` of the rows
+    (a fraction below 1), stratified by the task's key, drawn with its seed."""
+    holdout = data.validation.holdout
+    size = int(holdout) if holdout >= 1 else max(1, round(holdout * len(train)))
+    if size >= len(train) - 1:
+        shown = int(holdout) if holdout >= 1 else holdout
+        raise UserError(f"data.validation.holdout {shown} leaves {max(0, len(train) - size)} of the {len(train)} rows "
+                        f"of split {data.train_split!r} to train on; lower it, or give a validation split "
+                        "(data.validation.split)")
+    picked = build_subset_indices(task.build_stratify_key(train.labels), len(train), size, data.validation.seed)
+    rest = np.setdiff1d(np.arange(len(train)), picked)
+    return train.select(rest), train.select(np.sort(picked))
+
+
+def build_role_stats(examples: Examples, task: Task, split: str) -> dict[str, Any]:
+    stats = {"split": split, "rows": len(examples), **task.build_label_stats(examples.labels)}
+    if examples.dropped:
+        stats["dropped_empty_texts"] = examples.dropped
+    return stats
+
+
+def build_tokenized_tables(job: JobConfig) -> TokenizedData:
+    """Load and check every split the job's task reads, split off the hold-out, draw the
+    subsets, then tokenize (every check runs before the slow part)."""
     start = time.perf_counter()
-    raw = load_raw_splits(data)
-    roles = {TRAIN: (data.train_split, data.train_size, "train_size"),
-             EVAL: (data.eval_split, data.eval_size, "eval_size")}
-    checked = {role: build_checked_split(raw[split], data, model, split, size, field)
-               for role, (split, size, field) in roles.items()}
+    data, model, task = job.data, job.model, build_task(job)
+    plan = build_split_plan(data)
+    optional = (["validation"] if plan.eval is None else []) + ([data.test_split] if data.test_split else [])
+    raw = load_raw_splits(data, task.read_columns(data), required=plan.required, optional=optional)
+    plan = build_split_plan(data, set(raw))
+    used = [plan.train] + [s for s in (plan.eval, plan.test) if s]
+    examples = {split: build_checked_examples(raw[split], task, data, model, split) for split in dict.fromkeys(used)}
+    roles: dict[str, tuple[Examples, str]] = {TRAIN: (examples[plan.train], plan.train)}
+    if plan.eval is None:
+        train, held = build_holdout(examples[plan.train], task, data)
+        roles[TRAIN], roles[EVAL] = (train, plan.train), (held, f"{plan.train} (held out)")
+    else:
+        roles[EVAL] = (examples[plan.eval], plan.eval)
+    if plan.test:
+        roles[TEST] = (examples[plan.test], plan.test)
+    sizes = {TRAIN: ("train_size", data.train_size), EVAL: ("eval_size", data.eval_size),
+             TEST: ("test_size", data.test_size)}
+    for role, (ex, split) in list(roles.items()):
+        field, size = sizes[role]
+        check_subset_size(size, len(ex), field=field, split=split, dropped=ex.dropped,
+                          held_out=len(roles[EVAL][0]) if role == TRAIN and plan.eval is None else 0)
+        if size is not None:
+            roles[role] = (ex.select(build_subset_indices(task.build_stratify_key(ex.labels), len(ex), size,
+                                                          data.subset_seed)), split)
     # Logged once every check has passed: a refused sweep prints its one error line only.
-    for role, (_, _, role_stats) in checked.items():
-        if role_stats.get("dropped_empty_texts"):
+    for role, (ex, split) in roles.items():
+        if ex.dropped:
             logger.info("data.empty_texts: drop: left out %d empty or whitespace-only texts of split %r (%s)",
-                        role_stats["dropped_empty_texts"], role_stats["split"], role)
+                        ex.dropped, split, role)
     tokenizer = build_tokenizer(model)
     tables: dict[str, pa.Table] = {}
-    stats: dict[str, Any] = {}
-    for role, (texts, labels, role_stats) in checked.items():
-        encoded = tokenizer(
-            texts,
-            truncation=True,
-            max_length=data.max_length,
-            padding="max_length" if data.pad_to_max_length else False,
-        )
-        columns = {k: encoded[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded}
-        columns["labels"] = labels.tolist()
-        tables[role] = pa.table(columns)
-        stats[role] = role_stats
+    stats: dict[str, Any] = {"selection": plan.source}
+    for role, (ex, split) in roles.items():
+        tables[role] = pa.table(task.tokenize(tokenizer, ex, data))
+        stats[role] = build_role_stats(ex, task, split)
     stats["seconds"] = round(time.perf_counter() - start, 2)
-    logger.info(
-        "Tokenized %d train / %d eval examples in %.1fs",
-        stats[TRAIN]["rows"], stats[EVAL]["rows"], stats["seconds"],
-    )
-    return TokenizedData(train=tables[TRAIN], eval=tables[EVAL], stats=stats)
+    logger.info("Tokenized %s in %.1fs; trials are selected on %s",
+                ", ".join(f"{stats[r]['rows']} {r}" for r in roles), stats["seconds"], plan.source)
+    return TokenizedData(tables=tables, stats=stats)
 
 
 def build_torch_dataset(table: pa.Table) -> datasets.Dataset:
-    """Wrap a tokenized table for the HF Trainer without copying it (the Trainer's
-    padding collator turns rows into tensors)."""
+    """Wrap a tokenized table for the HF Trainer without copying it (the task's collator
+    turns rows into tensors)."""
     # An explicit fingerprint: otherwise datasets hashes the whole table with dill (slow on
     # real data, and it prints bytecode into the worker logs).
     return datasets.Dataset(table, fingerprint=uuid.uuid4().hex)

@@ -1,4 +1,4 @@
-"""Reading raw text-classification splits from the hub, a folder of files, or ``aclImdb/``."""
+"""Reading raw splits from the hub (with a dataset configuration), a folder of files, or ``aclImdb/``."""
 
 from __future__ import annotations
 
@@ -43,26 +43,26 @@ def load_acl_imdb_split(root: Path, split: str, *, text_column: str, label_colum
     return datasets.Dataset.from_dict({text_column: texts, label_column: labels})
 
 
-def load_local_splits(path: Path, cfg: DataConfig) -> dict[str, datasets.Dataset]:
-    wanted = (cfg.train_split, cfg.eval_split)
+def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
+                      optional: list[str]) -> dict[str, datasets.Dataset]:
     if path.is_file():
-        # One file holds one split (its name says which), and a sweep needs two.
+        # One file holds one split (its name says which), and a sweep needs at least two.
         raise UserError(
             f"data.source {str(path)!r} is a file; give the folder that holds it, with one file (or more) per "
-            f"split named after the split: {cfg.train_split}.parquet and {cfg.eval_split}.parquet (or .csv, .json)"
+            f"split named after the split: {cfg.train_split}.parquet, test.parquet... (or .csv, .json, .jsonl)"
         )
     acl_root = find_acl_imdb_root(path)
     if acl_root is not None:
-        present = [s for s in wanted if (acl_root / s / "pos").is_dir()]
-        missing = set(wanted) - set(present)
+        present = [s for s in required + optional if (acl_root / s / "pos").is_dir()]
+        missing = sorted(set(required) - set(present))
         if missing:
             raise UserError(
-                f"data.source {str(path)!r}: aclImdb folder has no split {sorted(missing)}; "
+                f"data.source {str(path)!r}: aclImdb folder has no split {missing}; "
                 "it has train and test"
             )
         return {
             s: load_acl_imdb_split(acl_root, s, text_column=cfg.text_column, label_column=cfg.label_column)
-            for s in wanted
+            for s in dict.fromkeys(present)
         }
 
     files_by_split: dict[str, list[str]] = defaultdict(list)
@@ -78,18 +78,18 @@ def load_local_splits(path: Path, cfg: DataConfig) -> dict[str, datasets.Dataset
         )
     if len(builders) > 1:
         raise UserError(f"data.source {str(path)!r}: mixes file formats {sorted(builders)}; keep one")
-    missing = [s for s in wanted if s not in files_by_split]
+    missing = [s for s in required if s not in files_by_split]
     if missing:
         raise UserError(
             f"data.source {str(path)!r}: no files for split(s) {missing} (found splits "
             f"{sorted(files_by_split)}); name files after their split, e.g. train.parquet, "
-            "or set data.train_split / data.eval_split"
+            "or set data.train_split / data.validation.split / data.eval_split"
         )
     builder = builders.pop()
     # One load per split: a single load takes the first split's column types for all of them,
     # so a split of another type failed inside datasets instead of in the checks that name it.
-    loaded = {s: load_split_files(builder, files_by_split[s], path, s) for s in dict.fromkeys(wanted)}
-    return {s: loaded[s] for s in wanted}
+    wanted = [s for s in dict.fromkeys(required + optional) if s in files_by_split]
+    return {s: load_split_files(builder, files_by_split[s], path, s) for s in wanted}
 
 
 def check_parquet_files(files: list[str], source: Path) -> None:
@@ -118,23 +118,34 @@ def load_split_files(builder: str, files: list[str], source: Path, split: str) -
         ) from None
 
 
-def load_raw_splits(cfg: DataConfig) -> dict[str, datasets.Dataset]:
-    """Return ``{cfg.train_split: ..., cfg.eval_split: ...}`` with the configured columns checked."""
+def load_raw_splits(cfg: DataConfig, read_columns: dict[str, str], *, required: list[str],
+                    optional: list[str] = ()) -> dict[str, datasets.Dataset]:
+    """The ``required`` splits and those of ``optional`` the data has, each checked to hold
+    ``read_columns`` (``{config field: column}``, the task's)."""
+    required, optional = list(dict.fromkeys(required)), [s for s in optional if s not in required]
     if looks_like_local_path(cfg.source):
         path = Path(cfg.source).expanduser()
         if not path.exists():
             raise UserError(f"data.source {cfg.source!r} does not exist; give a local path or a hub id")
-        splits = load_local_splits(path, cfg)
+        if cfg.config_name is not None and find_acl_imdb_root(path) is None:
+            logger.info("data.config_name %r ignored: %s is a local folder", cfg.config_name, cfg.source)
+        splits = load_local_splits(path, cfg, required, optional)
     else:
-        logger.info("Loading %s from the Hugging Face hub", cfg.source)
-        loaded = datasets.load_dataset(cfg.source)
-        missing = [s for s in (cfg.train_split, cfg.eval_split) if s not in loaded]
+        named = f"{cfg.source!r}" + (f" (configuration {cfg.config_name!r})" if cfg.config_name else "")
+        logger.info("Loading %s from the Hugging Face hub", named)
+        try:
+            loaded = datasets.load_dataset(cfg.source, cfg.config_name)
+        except ValueError as exc:
+            # Raised for a missing or unknown configuration name, with the names it has.
+            first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+            raise UserError(f"data.source {named}: {first}; set data.config_name to one it has") from None
+        missing = [s for s in required if s not in loaded]
         if missing:
-            raise UserError(f"data.source {cfg.source!r} has no split(s) {missing}; it has {list(loaded)}")
-        splits = {s: loaded[s] for s in (cfg.train_split, cfg.eval_split)}
+            raise UserError(f"data.source {named} has no split(s) {missing}; it has {list(loaded)}")
+        splits = {s: loaded[s] for s in required + optional if s in loaded}
 
     for split, ds in splits.items():
-        for field, column in (("text_column", cfg.text_column), ("label_column", cfg.label_column)):
+        for field, column in read_columns.items():
             if column not in ds.column_names:
                 raise UserError(
                     f"data.{field} {column!r} is not a column of split {split!r} of "

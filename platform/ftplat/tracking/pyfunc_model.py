@@ -1,22 +1,84 @@
-"""The sweep winner as an MLflow pyfunc model: a Hugging Face text-classification pipeline."""
+"""The sweep winner as an MLflow pyfunc model: the pipeline of its task (``ftplat.tasks``).
+
+The model's ``hf_model`` artifact is a Hugging Face model folder with ``ftplat_task.json``
+(written when the winner is registered); the task it names builds the pipeline and formats
+the predictions, so every task is served by this one class.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import mlflow.pyfunc
 
-class TextClassifierModel(mlflow.pyfunc.PythonModel):
-    """``predict`` takes a list of texts (or a DataFrame with a ``text`` column) and returns
-    ``[{"label": ..., "score": ...}, ...]``."""
+#: Inputs predicted per pipeline batch unless ``params={"batch_size": N}`` says otherwise.
+DEFAULT_BATCH_SIZE = 32
+
+
+def _is_missing(value: Any) -> bool:
+    """None or a pandas NaN (a DataFrame row without a text pair)."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def build_pyfunc_input(item: Any, index: int) -> str | dict[str, str]:
+    """One input as the task takes it: a text, or ``{"text", "text_pair"}`` for a pair."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict) and isinstance(item.get("text"), str):
+        pair = item.get("text_pair")
+        if _is_missing(pair):
+            return item["text"]
+        if not isinstance(pair, str):
+            raise ValueError(f"input {index}: text_pair is {type(pair).__name__}, not a string")
+        return {"text": item["text"], "text_pair": pair}
+    raise ValueError(f"input {index} is {type(item).__name__}: give a text, or a dict with a 'text' string "
+                     "(and optional 'text_pair')")
+
+
+def build_pyfunc_inputs(model_input: Any) -> list[str | dict[str, str]]:
+    """The inputs of ``predict``: a text, a list of texts or of ``{"text", "text_pair"}`` dicts,
+    a dict of columns, or a DataFrame with a ``text`` column (its first column otherwise) and
+    an optional ``text_pair`` column."""
+    if isinstance(model_input, str):
+        return [model_input]
+    if hasattr(model_input, "columns"):  # a pandas DataFrame
+        column = "text" if "text" in model_input.columns else model_input.columns[0]
+        texts = model_input[column].tolist()
+        pairs = model_input["text_pair"].tolist() if "text_pair" in model_input.columns else [None] * len(texts)
+        rows = [{"text": t, "text_pair": p} for t, p in zip(texts, pairs)]
+    elif isinstance(model_input, dict):
+        if isinstance(model_input.get("text"), str):
+            rows = [model_input]
+        else:  # columns: {"text": [...], "text_pair": [...]}
+            texts = list(model_input.get("text") or [])
+            pairs = list(model_input.get("text_pair") or [None] * len(texts))
+            if len(pairs) != len(texts):
+                raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs")
+            rows = [{"text": t, "text_pair": p} for t, p in zip(texts, pairs)]
+    else:
+        rows = list(model_input)
+    return [build_pyfunc_input(item, i) for i, item in enumerate(rows)]
+
+
+class TaskPipelineModel(mlflow.pyfunc.PythonModel):
+    """``predict`` takes texts (a list, ``{"text", "text_pair"}`` dicts for sentence pairs, or
+    a DataFrame with a ``text`` and optional ``text_pair`` column) and returns one JSON-ready
+    dict per input, as ``ftplat predict --json`` prints it: ``{"label", "score"}``
+    (text-classification), ``{"labels", "scores"}`` (multi-label), ``{"value"}`` (regression),
+    ``{"entities"}`` (token-classification)."""
 
     def load_context(self, context):
-        from transformers import pipeline
+        from ftplat.tasks import build_task_for_model_dir
 
-        self.pipe = pipeline("text-classification", model=context.artifacts["hf_model"], device="cpu")
+        model_dir = context.artifacts["hf_model"]
+        self.task = build_task_for_model_dir(model_dir)
+        self.pipe = self.task.build_pipeline(model_dir)
 
     def predict(self, context, model_input, params=None):
-        if hasattr(model_input, "columns"):
-            column = "text" if "text" in model_input.columns else model_input.columns[0]
-            texts = model_input[column].tolist()
-        else:
-            texts = list(model_input)
-        return self.pipe(texts, truncation=True)
+        batch_size = int((params or {}).get("batch_size") or DEFAULT_BATCH_SIZE)
+        return self.task.run_predict(self.pipe, build_pyfunc_inputs(model_input), batch_size=batch_size)
+
+
+#: The class's name before tasks: models registered then were pickled naming it, and load as
+#: the generic class (their folder has no ftplat_task.json; the task is read from config.json).
+TextClassifierModel = TaskPipelineModel

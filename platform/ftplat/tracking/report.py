@@ -10,9 +10,10 @@ import os
 import tempfile
 from typing import Any
 
-from ftplat.checkpoints.export import run_copy_model_files
-from ftplat.layout import SUMMARY_FILE
+from ftplat.checkpoints.export import build_task_settings, run_copy_model_files, run_write_task_file
+from ftplat.layout import SUMMARY_FILE, build_sweep_config_uri
 from ftplat.records import SweepSummary, TrialRecord
+from ftplat.storage import path_exists, read_json
 from ftplat.scoring import SCOPES, is_finite_score
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, find_trial_run_id, redact_config, run_end_parent
@@ -84,10 +85,11 @@ def scoped_tracking_uri(uri: str):
 
 
 def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_name: str) -> str | None:
-    """Log the winner's best checkpoint as a pyfunc model on the parent run and register it."""
+    """Log the winner's best checkpoint as a pyfunc model on the parent run and register it;
+    its folder gets ``ftplat_task.json`` (the job's task) so the model serves that task."""
     import mlflow
 
-    from ftplat.tracking.pyfunc_model import TextClassifierModel
+    from ftplat.tracking.pyfunc_model import TaskPipelineModel
 
     winner = summary.winner
     if not winner or not winner.best_checkpoint:
@@ -95,12 +97,15 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     if not winner.best_checkpoint.exists:
         logger.warning("Not registering the winner: its best checkpoint %s is gone", winner.best_checkpoint.path)
         return None
+    config_uri = build_sweep_config_uri(summary.sweep_path)
+    task_settings = build_task_settings(read_json(config_uri) if path_exists(config_uri) else None, summary)
     with tempfile.TemporaryDirectory() as tmp, scoped_tracking_uri(tracking["tracking_uri"]):
         run_copy_model_files(winner.best_checkpoint.path, tmp)
+        run_write_task_file(tmp, task_settings)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(
                 name="model",
-                python_model=TextClassifierModel(),
+                python_model=TaskPipelineModel(),
                 artifacts={"hf_model": tmp},
                 registered_model_name=model_name,
                 pip_requirements=["transformers", "torch", "mlflow"],
@@ -110,6 +115,7 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     for key, value in {
         "ftplat.sweep": summary.sweep_name,
         "ftplat.trial_id": winner.trial_id,
+        "ftplat.task": task_settings["type"],
         "scope": summary.scope,
         f"{summary.objective.metric}.{summary.scope}": str(winner.score),
         "checkpoint": winner.best_checkpoint.path,
@@ -176,6 +182,14 @@ def _run_finish_steps(tracking: dict[str, str], summary: SweepSummary, *, regist
                                                  float(winner.score), 0, 0)],
                          params=[Param("winner.trial_id", winner.trial_id)])
         client.set_tag(parent, "ftplat.winner", winner.trial_id)
+    test_metrics = [Metric(f"winner.{name}", float(value), 0, 0)
+                    for name, value in ((summary.test or {}).get("metrics") or {}).items()
+                    if isinstance(value, (int, float)) and is_finite_score(value)]
+    if test_metrics:
+        client.log_batch(parent, metrics=test_metrics)
+    selection = ((summary.data or {}).get("eval") or {}).get("split") or (summary.data or {}).get("selection")
+    if selection:
+        client.set_tag(parent, "ftplat.selection", str(selection))
     with tempfile.TemporaryDirectory() as tmp:
         plot = os.path.join(tmp, "sweep_report.png")
         run_write_report_figure(summary, plot)

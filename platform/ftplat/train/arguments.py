@@ -56,4 +56,6 @@ def build_training_arguments(
         # the unused-parameter search would only cost time.
         ddp_find_unused_parameters=False,
         deepspeed=deepspeed,
+        # Checked against TrainingArguments and the fields above when the config was read.
+        **t.hf_args,
     )

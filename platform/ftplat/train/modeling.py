@@ -1,4 +1,4 @@
-"""Building the classification model from the model config, and its evaluation metrics."""
+"""Building a trial's model through its task, and checking a local model folder first."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import logging
 import re
 from pathlib import Path
 
-import numpy as np
-from transformers import AutoModelForSequenceClassification, PreTrainedModel
+from transformers import PreTrainedModel
 
-from ftplat.config.schema import ModelConfig, looks_like_local_path
+from ftplat.config.schema import JobConfig, ModelConfig, looks_like_local_path
 from ftplat.data.tokenizer import TOKENIZER_FILES, has_tokenizer_files
 from ftplat.errors import UserError
+from ftplat.tasks import build_task
 
 logger = logging.getLogger(__name__)
 
@@ -63,14 +63,11 @@ def check_model_dir(cfg: ModelConfig) -> None:
                         "(model.save_pretrained and tokenizer.save_pretrained)")
 
 
-def build_model(cfg: ModelConfig) -> PreTrainedModel:
-    kwargs = {"num_labels": cfg.num_labels, "trust_remote_code": cfg.trust_remote_code}
-    if cfg.id2label is not None:
-        kwargs["id2label"] = dict(cfg.id2label)
-        kwargs["label2id"] = {v: k for k, v in cfg.id2label.items()}
-    model = AutoModelForSequenceClassification.from_pretrained(cfg.name_or_path, **kwargs)
-    if cfg.trainable_patterns:
-        apply_trainable_patterns(model, cfg.trainable_patterns)
+def build_model(job: JobConfig) -> PreTrainedModel:
+    """The pretrained model with the head of the job's task, with its trainable parameters set."""
+    model = build_task(job).build_model(job.model)
+    if job.model.trainable_patterns:
+        apply_trainable_patterns(model, job.model.trainable_patterns)
     return model
 
 
@@ -94,22 +91,3 @@ def apply_trainable_patterns(model: PreTrainedModel, patterns: list[str]) -> int
     total = sum(count_parameter(p) for p in model.parameters())
     logger.info("Trainable parameters: %d of %d (%.2f%%)", trainable, total, 100 * trainable / total)
     return trainable
-
-
-def compute_classification_metrics(eval_pred) -> dict[str, float]:
-    """Accuracy and F1 (binary F1 of class 1 for two classes, macro F1 otherwise)."""
-    logits, labels = eval_pred.predictions, eval_pred.label_ids
-    if isinstance(logits, tuple):
-        logits = logits[0]
-    preds = np.asarray(logits).argmax(axis=-1)
-    labels = np.asarray(labels)
-    accuracy = float((preds == labels).mean()) if labels.size else float("nan")
-    num_classes = int(max(np.asarray(logits).shape[-1], 2))
-    classes = [1] if num_classes == 2 else list(range(num_classes))
-    f1s = []
-    for c in classes:
-        tp = float(((preds == c) & (labels == c)).sum())
-        fp = float(((preds == c) & (labels != c)).sum())
-        fn = float(((preds != c) & (labels == c)).sum())
-        f1s.append(2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0)
-    return {"accuracy": accuracy, "f1": float(np.mean(f1s))}

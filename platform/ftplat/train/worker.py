@@ -12,7 +12,7 @@ import ray
 import ray.train
 import torch
 from ray.train.huggingface.transformers import prepare_trainer
-from transformers import DataCollatorWithPadding, Trainer, TrainerCallback, set_seed
+from transformers import Trainer, TrainerCallback, set_seed
 from transformers.trainer_utils import TrainOutput
 
 from ftplat.config.schema import JobConfig
@@ -20,7 +20,8 @@ from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
 from ftplat.data.tokenizer import build_tokenizer
 from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
 from ftplat.train.arguments import build_training_arguments
-from ftplat.train.modeling import build_model, compute_classification_metrics
+from ftplat.tasks import build_task
+from ftplat.train.modeling import build_model
 from ftplat.train.reporting import RayScopeReportCallback
 from ftplat.train.scratch import build_scratch_dir, run_remove_scratch
 from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 def build_trainer(
     job: JobConfig,
     *,
-    train_table: pa.Table,
+    train_table: pa.Table | None,
     eval_table: pa.Table,
     output_dir: str,
     callbacks: Sequence[TrainerCallback] = (),
@@ -40,7 +41,8 @@ def build_trainer(
     **trainer_kwargs: Any,
 ) -> Trainer:
     """The Hugging Face ``Trainer`` of one trial: ftplat's TrainingArguments, the model's
-    tokenizer, a padding collator and the classification metrics.
+    tokenizer, and the collator, model and metrics of the job's task. ``eval_table`` may be
+    the test split's (scoring a checkpoint).
 
     The model is built here from ``job.model`` unless ``trainer_kwargs`` bring their own
     ``model`` or ``model_init`` (the plain-HF benchmark baselines do); the rest of
@@ -56,14 +58,15 @@ def build_trainer(
         # Trainer seeds only in its __init__, after the model exists: without this the new
         # classifier head differs between two trials with the same values (and between reruns).
         set_seed(job.training.seed)
-        trainer_kwargs["model"] = build_model(job.model)
+        trainer_kwargs["model"] = build_model(job)
+    task = build_task(job)
     return Trainer(
         args=args,
-        train_dataset=build_torch_dataset(train_table),
+        train_dataset=build_torch_dataset(train_table) if train_table is not None else None,
         eval_dataset=build_torch_dataset(eval_table),
         processing_class=tokenizer,
-        data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_classification_metrics,
+        data_collator=task.build_collator(tokenizer),
+        compute_metrics=task.compute_metrics,
         callbacks=list(callbacks),
         **trainer_kwargs,
     )

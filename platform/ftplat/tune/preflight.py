@@ -131,7 +131,7 @@ def build_sweep_data(job: JobConfig) -> TokenizedData:
     from ftplat.train.modeling import check_model_dir
 
     check_model_dir(job.model)
-    return build_tokenized_tables(job.data, job.model)
+    return build_tokenized_tables(job)
 
 
 def check_sweep_preflight(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> Preflight:

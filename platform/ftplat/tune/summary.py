@@ -28,6 +28,7 @@ from ftplat.records import (
     TrialRecord,
     Winner,
     clean_value,
+    is_history_metric,
 )
 from ftplat.scoring import (SCOPES, compute_history_stats, is_finite_score, scope_score, select_best,
                              select_hf_best)
@@ -82,8 +83,8 @@ def build_history_row(result: dict[str, Any], metrics: Iterable[str] = ()) -> di
     """What a trial's history keeps of one evaluation report: evaluation metrics as reported
     (an infinite value scores as Ray scores it), the rest JSON-safe (a DataFrame fills
     missing fields with NaN)."""
-    keep = (*HISTORY_KEYS, *metrics)
-    return {k: result[k] if k.startswith("eval_") else clean_value(result[k]) for k in keep if k in result}
+    keep = (*HISTORY_KEYS, *metrics, *(k for k in result if is_history_metric(k)))
+    return {k: result[k] if k.startswith("eval_") else clean_value(result[k]) for k in dict.fromkeys(keep) if k in result}
 
 
 def build_trial_history(tune_rows: list[dict], trainer_evals: list[dict] = ()) -> list[dict]:
@@ -180,6 +181,7 @@ def read_sweep_summary(
         winner=winner,
         winners_by_scope=winners,
         trials=trials,
+        task=job.task.type,
         **details,
     )
 
@@ -223,7 +225,30 @@ def format_winner_line(summary: SweepSummary) -> str:
         return f"Winner (scope={summary.scope}): none (no trial reported {metric})"
     params = ", ".join(f"{k}={_fmt(v)}" for k, v in w.hyperparameters.items())
     ckpt = redact_text(w.best_checkpoint.path) if w.best_checkpoint else "none"
-    return (
-        f"Winner (scope={summary.scope}): trial {w.trial_id} {metric}={_fmt(w.score)} "
-        f"[{params}] best checkpoint: {ckpt}"
-    )
+    line = (f"Winner (scope={summary.scope}): trial {w.trial_id} {metric}={_fmt(w.score)} "
+            f"[{params}] best checkpoint: {ckpt}")
+    return "\n".join([line, *format_selection_lines(summary)])
+
+
+def format_selection_lines(summary: SweepSummary) -> list[str]:
+    """The split the winner was selected on with its score there, and its test score."""
+    data, test, w = summary.data or {}, summary.test or {}, summary.winner
+    lines = []
+    if w and "eval" in data:
+        ev = data["eval"]
+        best = w.best_checkpoint
+        value = f", best checkpoint {summary.metric_for_best_model}={_fmt(best.value)}" if best else ""
+        lines.append(f"  selected on {ev['split']} ({ev['rows']} rows, {data.get('selection', 'eval split')}): "
+                     f"{summary.objective.metric}[{summary.scope}]={_fmt(w.score)}{value}")
+    if test.get("metrics"):
+        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in test["metrics"].items() if k in build_test_keys(summary))
+        lines.append(f"  test on {test['split']} ({test['rows']} rows, scored once after the sweep): {shown}")
+    elif test.get("skipped") or test.get("error"):
+        lines.append(f"  test: {test.get('skipped') or 'failed: ' + test['error']}")
+    return lines
+
+
+def build_test_keys(summary: SweepSummary) -> list[str]:
+    """The test metrics the winner line shows: the objective's and the checkpoint metric's."""
+    return [f"test_{m.removeprefix('eval_')}" for m in dict.fromkeys([summary.objective.metric,
+                                                                         summary.metric_for_best_model])]

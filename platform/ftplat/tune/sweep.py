@@ -25,6 +25,7 @@ from ftplat.tune.preflight import check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.summary import format_summary_table, read_sweep_summary
+from ftplat.tune.test_score import run_test_score
 from ftplat.versions import collect_versions
 
 logger = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 params=build_parent_params(config_json["job"], config_json["search_space"]),
                 config_json=config_json, dashboard_url=read_dashboard_url(),
             )
-        data_ref = ray.put(tokenized.tables())
+        data_ref = ray.put(tokenized.tables)
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
                             data_ref=data_ref, tracking=tracking, resume=resume,
                             deepspeed_configs=pre.deepspeed_configs)
@@ -149,6 +150,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 versions=collect_versions(),
                 mlflow=redact_config(tracking),
             )
+            summary.test = run_winner_test_score(job, summary, data_ref, tokenized.stats)
             summary = run_close_sweep(job, summary, tracking)
         except BaseException:
             if tracking:
@@ -160,6 +162,17 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     print(format_summary_table(summary), flush=True)
     print(f"Summary: {redact_text(build_summary_uri(sweep_path))}", flush=True)
     return summary
+
+
+def run_winner_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRef,
+                          stats: dict) -> dict:
+    """The test record; a failure is recorded (and makes ``ftplat sweep`` exit 1), never
+    costing the sweep its summary."""
+    try:
+        return run_test_score(job, summary, data_ref, stats)
+    except Exception as exc:
+        logger.exception("Scoring the winner on the test split failed")
+        return {"error": format_error(exc)}
 
 
 def run_close_sweep(job: JobConfig, summary: SweepSummary, tracking: dict[str, str] | None) -> SweepSummary:

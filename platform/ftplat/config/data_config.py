@@ -1,0 +1,84 @@
+"""The ``data`` section: where a task's examples come from, and which split selects trials."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from ftplat.config.base import StrictModel
+
+
+class ValidationConfig(StrictModel):
+    """The split trials are selected on. The test split is kept out of selection and scores
+    the winner once, after the sweep."""
+
+    split: str | None = None
+    """A split of data.source to select on. null: its ``validation`` split when it has one,
+    else ``holdout`` of the train split (stratified by label for classification)."""
+    holdout: float = Field(default=0.1, gt=0)
+    """Held out of train when there is no validation split: below 1 a fraction, 1 or more a
+    number of rows."""
+    seed: int = 42
+    """Seed of the hold-out draw."""
+
+    @field_validator("holdout")
+    @classmethod
+    def _whole_rows(cls, value):
+        if value >= 1 and value != int(value):
+            raise ValueError(f"is a row count when >= 1 and must be a whole number, got {value}")
+        return value
+
+
+class DataConfig(StrictModel):
+    """Where the task's data comes from, which columns it reads and how much of it is used."""
+
+    source: str = "stanfordnlp/imdb"
+    """Hub id, a local directory of parquet/CSV/JSON(L) files named after their splits
+    (``train.parquet``, ``test-00000-of-00001.parquet``...), or an ``aclImdb/`` folder."""
+    config_name: str | None = None
+    """The hub dataset's configuration (``glue`` with ``mrpc``)."""
+    train_split: str = "train"
+    """Split to train on."""
+    validation: ValidationConfig = ValidationConfig()
+    """How the selection split is found (see ValidationConfig); used unless eval_split is set."""
+    eval_split: str | None = None
+    """Select trials on this split instead of the validation protocol. ``test`` reproduces
+    the IMDB recipe, which selects on the test split (its test score is then not held out)."""
+    test_split: str | None = "test"
+    """Split the winner's best checkpoint is scored on once after the sweep (skipped when the
+    data has no such split); null: no test score."""
+    text_column: str = "text"
+    """Column holding the text (sentence-level tasks)."""
+    text_pair_column: str | None = None
+    """Column holding the second text of a pair (sentence-pair tasks: NLI, paraphrase)."""
+    tokens_column: str = "tokens"
+    """Column holding each example's words (token-classification)."""
+    label_column: str = "label"
+    """Column holding the labels: class ids or names (text-classification), a float
+    (regression), a list of classes (multi-label), a list of tags per word (token-classification)."""
+    label_columns: list[str] | None = None
+    """multi-label-classification: several 0/1 columns, one per label, instead of label_column."""
+    max_length: int = Field(default=160, ge=8, le=8192)
+    """Tokens per example; longer texts are truncated."""
+    pad_to_max_length: bool = False
+    """Pad every example to max_length (the recipe) instead of per batch (faster)."""
+    train_size: int | None = Field(default=None, ge=2)
+    """Stratified subset of the train split (after any hold-out); ``None`` uses all of it."""
+    eval_size: int | None = Field(default=None, ge=2)
+    """Stratified subset of the selection split; ``None`` uses all of it."""
+    test_size: int | None = Field(default=None, ge=2)
+    """Stratified subset of the test split; ``None`` uses all of it."""
+    subset_seed: int = 42
+    """Seed of the stratified subsets."""
+    empty_texts: Literal["error", "drop"] = "error"
+    """Rows whose text is empty, whitespace-only or missing: ``error`` refuses the data and
+    names the split and the count; ``drop`` leaves them out (the count is logged) before the
+    subsets are drawn."""
+
+    @field_validator("label_columns")
+    @classmethod
+    def _two_or_more(cls, value):
+        if value is not None and len(value) < 2:
+            raise ValueError("needs at least two 0/1 columns (one per label); a single column is label_column")
+        return value

@@ -1,0 +1,243 @@
+"""The task interface: everything that differs between workloads, asked by the rest of ftplat.
+
+A task says which columns it reads, how a split becomes checked inputs and labels, how they
+are tokenized and batched, which ``AutoModelFor...`` class and head it trains, its metrics and
+their modes, and how an exported model predicts and is described. The data preparation, the
+worker, the summary, export, predict and the MLflow model ask the task and never branch on
+its type; adding a task is adding one module to ``ftplat.tasks`` and one line to its registry.
+
+This layer sits below the config schema (which validates a job against its task), so task
+modules import no other ftplat layer; the configs they receive are duck-typed, and the heavy
+libraries (transformers, scikit-learn, scipy, seqeval) are imported where they are used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ftplat.errors import UserError
+
+#: Marks sub-word positions and padding whose label the loss and the metrics ignore (HF's value).
+IGNORED_LABEL = -100
+
+
+@dataclass
+class Examples:
+    """One split's checked examples: the model inputs by role (``text``, ``text_pair``,
+    ``tokens``) as Python lists, and the labels as one numpy array (rows first; an object array
+    of per-row lists for token tags)."""
+
+    inputs: dict[str, list[Any]]
+    labels: np.ndarray
+    dropped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def select(self, idx: np.ndarray) -> Examples:
+        return Examples({k: [v[i] for i in idx] for k, v in self.inputs.items()}, self.labels[idx], self.dropped)
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """The job's ``task`` section as the task sees it (plain values, no config import)."""
+
+    type: str
+    threshold: float = 0.5
+    metric_fn: str | None = None
+    metric_modes: dict[str, str] = field(default_factory=dict)
+    #: The job's ``model.id2label``: the names metrics and label statistics use.
+    id2label: dict[int, str] | None = None
+
+
+def build_user_metric_fn(spec: str):
+    """The function ``module:function`` names; ValueError when it does not import."""
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise ValueError(f"{spec!r} is not 'module:function' (e.g. my_metrics:compute)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"{spec!r}: module {module_name!r} does not import ({exc}); put it on PYTHONPATH "
+                         "(and in the Ray job's working_dir so workers find it)") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise ValueError(f"{spec!r}: {module_name} has no function {name!r}")
+    return fn
+
+
+class Task:
+    """Base of every task; the defaults fit a sequence-level task (one label per text)."""
+
+    name: ClassVar[str]
+    #: Bare metric names (``accuracy``; logged as ``eval_accuracy``) and whether they are
+    #: maximised or minimised; ``loss`` is the Trainer's own.
+    metrics: ClassVar[dict[str, str]]
+    default_metric: ClassVar[str]
+    #: What the model card calls the model ("Text classifier").
+    description: ClassVar[str]
+    #: The ``transformers.pipeline`` task an exported model is served with.
+    pipeline_task: ClassVar[str] = "text-classification"
+    #: The ``AutoModelFor...`` class name in ``transformers``.
+    auto_model: ClassVar[str] = "AutoModelForSequenceClassification"
+    #: HF ``problem_type`` of the head (``None``: the model decides from num_labels).
+    problem_type: ClassVar[str | None] = None
+    #: Whether a text pair (``data.text_pair_column``) can be given.
+    accepts_text_pair: ClassVar[bool] = True
+
+    def __init__(self, settings: TaskSettings) -> None:
+        self.settings = settings
+
+    # --- configuration -------------------------------------------------------------------
+    def build_metric_modes(self) -> dict[str, str]:
+        """Every metric this job's evaluation logs (bare names) with its mode."""
+        return {**self.metrics, **self.settings.metric_modes}
+
+    def resolve_model_defaults(self, model: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """Fill ``model.num_labels`` / ``model.id2label`` the user left out (raw config dicts of
+        the model and data sections, before validation). Default: num_labels from id2label."""
+        model = dict(model)
+        if model.get("num_labels") is None and model.get("id2label"):
+            model["num_labels"] = len(model["id2label"])
+        return model
+
+    def check_job(self, job: Any) -> None:
+        """Refuse settings this task cannot use; ValueError naming the field and the fix."""
+        if job.data.text_pair_column is not None and not self.accepts_text_pair:
+            raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
+                             "remove it")
+        if job.model.num_labels is None:
+            raise ValueError(f"model.num_labels is required for task.type {self.name} (or give model.id2label)")
+        if job.model.num_labels < 2:
+            raise ValueError(f"model.num_labels is {job.model.num_labels}; task.type {self.name} needs at least 2 "
+                             "classes (a single float target is task.type: regression)")
+        if job.data.label_columns is not None:
+            raise ValueError(f"data.label_columns (several 0/1 columns) is for task.type multi-label-classification; "
+                             f"task.type {self.name} reads data.label_column")
+
+    def read_columns(self, data: Any) -> dict[str, str]:
+        """The columns this task reads, by the config field that names them (``data.<field>``).
+        The inputs ``build_inputs`` returns use the roles ``text``, ``text_pair``, ``tokens``,
+        whose fields are ``text_column``, ``text_pair_column``, ``tokens_column``."""
+        columns = {"text_column": data.text_column}
+        if data.text_pair_column is not None:
+            columns["text_pair_column"] = data.text_pair_column
+        columns["label_column"] = data.label_column
+        return columns
+
+    # --- data ----------------------------------------------------------------------------
+    def build_inputs(self, ds: Any, data: Any, split: str | None = None) -> dict[str, list[Any]]:
+        """The raw model inputs of a split by role (``text``, ``text_pair``); ``split`` names
+        it in errors."""
+        inputs = {"text": column_list(ds, data.text_column)}
+        if data.text_pair_column is not None:
+            inputs["text_pair"] = column_list(ds, data.text_pair_column)
+        return inputs
+
+    def build_labels(self, ds: Any, data: Any, model: Any, split: str) -> np.ndarray:
+        """The split's labels as the model trains on them; UserError naming the column."""
+        raise NotImplementedError
+
+    def build_stratify_key(self, labels: np.ndarray) -> np.ndarray | None:
+        """A class per row for stratified subsets and hold-outs; None draws them at random."""
+        return None
+
+    def build_label_stats(self, labels: np.ndarray) -> dict[str, Any]:
+        """What the summary and the model card say about a split's labels."""
+        return {}
+
+    def tokenize(self, tokenizer: Any, examples: Examples, data: Any) -> dict[str, list[Any]]:
+        """Model input columns plus ``labels`` for one split (plain lists: they become Arrow)."""
+        pair = examples.inputs.get("text_pair")
+        encoded = tokenizer(examples.inputs["text"], pair, truncation=True, max_length=data.max_length,
+                            padding="max_length" if data.pad_to_max_length else False)
+        columns = {k: encoded[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in encoded}
+        columns["labels"] = examples.labels.tolist()
+        return columns
+
+    def build_collator(self, tokenizer: Any) -> Any:
+        from transformers import DataCollatorWithPadding
+
+        return DataCollatorWithPadding(tokenizer)
+
+    # --- model ---------------------------------------------------------------------------
+    def build_model_kwargs(self, model: Any) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"num_labels": model.num_labels}
+        if self.problem_type is not None:
+            kwargs["problem_type"] = self.problem_type
+        if model.id2label is not None:
+            kwargs["id2label"] = dict(model.id2label)
+            kwargs["label2id"] = {v: k for k, v in model.id2label.items()}
+        return kwargs
+
+    def build_model(self, model: Any) -> Any:
+        """The pretrained model with this task's head (``model.name_or_path``)."""
+        import transformers
+
+        auto = getattr(transformers, self.auto_model)
+        # A checkpoint fine-tuned with another head (2 classes, now regression) starts this
+        # task with a new head, as run_glue.py's --ignore_mismatched_sizes; transformers logs
+        # which weights were re-initialised.
+        return auto.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code,
+                                    ignore_mismatched_sizes=True, **self.build_model_kwargs(model))
+
+    # --- metrics -------------------------------------------------------------------------
+    def compute_task_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        raise NotImplementedError
+
+    def compute_metrics(self, eval_pred: Any) -> dict[str, float]:
+        """The Trainer's ``compute_metrics``: the task's built-ins, then the user's function."""
+        predictions = eval_pred.predictions
+        if isinstance(predictions, tuple):
+            predictions = predictions[0]
+        predictions, labels = np.asarray(predictions), np.asarray(eval_pred.label_ids)
+        result = self.compute_task_metrics(predictions, labels)
+        if self.settings.metric_fn:
+            extra = build_user_metric_fn(self.settings.metric_fn)(eval_pred)
+            missing = sorted(set(self.settings.metric_modes) - set(extra or {}))
+            if missing:
+                raise UserError(f"task.metric_fn {self.settings.metric_fn!r} returned no {missing} "
+                                "(task.metric_modes names them)")
+            result.update({k: float(v) for k, v in extra.items()})
+        return result
+
+    # --- serving -------------------------------------------------------------------------
+    def build_pipeline_kwargs(self) -> dict[str, Any]:
+        """Arguments of the ``transformers.pipeline`` call that serves an exported model."""
+        return {}
+
+    def build_predict_call_kwargs(self) -> dict[str, Any]:
+        return {"truncation": True}
+
+    def format_prediction(self, result: Any) -> dict[str, Any]:
+        """One pipeline output as a JSON-ready dict (``predict --json`` and the MLflow model)."""
+        return dict(result)
+
+    def format_prediction_line(self, prediction: dict[str, Any]) -> str:
+        """One prediction for ``predict``'s table (the input text is appended)."""
+        return "\t".join(str(v) for v in prediction.values())
+
+    def build_pipeline(self, model_dir: str, *, device: str = "cpu") -> Any:
+        """The ``transformers.pipeline`` that serves an exported model of this task."""
+        from transformers import pipeline
+
+        return pipeline(self.pipeline_task, model=model_dir, device=device, **self.build_pipeline_kwargs())
+
+    def run_predict(self, pipe: Any, inputs: list[Any], *, batch_size: int = 32) -> list[dict[str, Any]]:
+        """Predictions for ``inputs`` (texts, or ``{"text", "text_pair"}`` dicts), JSON-ready."""
+        results = pipe(inputs, batch_size=batch_size, **self.build_predict_call_kwargs())
+        return [self.format_prediction(r) for r in results]
+
+    def build_usage_example(self) -> list[str]:
+        """Python lines of the model card's "Use" section."""
+        return ["from transformers import pipeline", f'pipe = pipeline("{self.pipeline_task}", model="<this directory>")',
+                'pipe(["I hate this movie", "I love this movie"])']
+
+
+def column_list(ds: Any, column: str) -> list[Any]:
+    values = ds[column]
+    return values.to_pylist() if hasattr(values, "to_pylist") else list(values)

@@ -1,0 +1,56 @@
+"""The winner's test score: its best checkpoint evaluated once on the test split, after the
+sweep, so the split that selected it and the one that scores it are never the same."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ray
+
+from ftplat.config.schema import JobConfig
+from ftplat.records import EVAL_TIMING_KEYS, SweepSummary, clean_value
+
+logger = logging.getLogger(__name__)
+
+
+def build_test_skip_reason(job: JobConfig, summary: SweepSummary, stats: dict[str, Any]) -> str | None:
+    """Why no test score can be taken, or None when one can."""
+    data = job.data
+    if data.test_split is None:
+        return "data.test_split is null"
+    if data.test_split in (data.eval_split, data.validation.split):
+        return (f"trials were selected on {data.test_split!r} itself, so its score is the selection score "
+                "(the IMDB recipe; leave data.eval_split unset to select on a validation split)")
+    if "test" not in stats:
+        return f"the data has no split {data.test_split!r}"
+    winner = summary.winner
+    if winner is None or winner.best_checkpoint is None:
+        return "no winner with a checkpoint"
+    if not winner.best_checkpoint.exists:
+        return f"the winner's best checkpoint {winner.best_checkpoint.path} is gone"
+    return None
+
+
+def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRef,
+                   stats: dict[str, Any]) -> dict[str, Any]:
+    """The summary's ``test`` record: the winner's best checkpoint scored on the test split
+    in a Ray task with one trial worker's resources, or why not (``skipped``)."""
+    from ftplat.train.checkpoint_score import run_score_checkpoint  # imports torch (seconds)
+
+    reason = build_test_skip_reason(job, summary, stats)
+    if reason:
+        logger.info("No test score: %s", reason)
+        return {"skipped": reason}
+    winner = summary.winner
+    res = job.resources
+    task = ray.remote(run_score_checkpoint).options(
+        num_cpus=res.cpus_per_worker, num_gpus=res.gpus_per_worker if res.use_gpu else 0, max_retries=0)
+    logger.info("Scoring the winner (trial %s) on the test split %r (%d rows)", winner.trial_id,
+                stats["test"]["split"], stats["test"]["rows"])
+    metrics = ray.get(task.remote({"job": job.model_dump(), "checkpoint": winner.best_checkpoint.path,
+                                   "data_ref": [data_ref]}))
+    return {"split": stats["test"]["split"], "rows": stats["test"]["rows"], "trial_id": winner.trial_id,
+            "checkpoint": winner.best_checkpoint.path,
+            "metrics": {k: clean_value(v) for k, v in metrics.items()
+                        if k.startswith("test_") and f"eval_{k[5:]}" not in EVAL_TIMING_KEYS}}
