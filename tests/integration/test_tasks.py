@@ -260,8 +260,8 @@ def multi_label_sweep(ray_cluster, tiny_model_dir, tmp_path_factory):
         tmp_path_factory, tiny_model_dir, data_dir, "multi-label",
         "task.type=multi-label-classification",
         f"data.label_columns=[{', '.join(MULTI_LABEL_COLUMNS)}]",
-        # transformers 5 spells group_by_length as a sampling strategy
-        "training.hf_args={train_sampling_strategy: group_by_length, eval_accumulation_steps: 2}",
+        # the guides' spelling; transformers 5 has it as train_sampling_strategy: group_by_length
+        "training.hf_args={group_by_length: true, eval_accumulation_steps: 2}",
     )
 
 

@@ -90,7 +90,9 @@ def test_accuracy_overrides_validate():
     assert space.points_to_evaluate == [{"training.learning_rate": pytest.approx(1e-4),
                                          "training.warmup_steps": pytest.approx(0.05),
                                          "training.weight_decay": pytest.approx(0.02)}]
-    assert job.data.eval_split == "validation" and job.data.train_size == 1000
+    # The product's validation protocol selects (2,000 reviews held out of train) and scores test.
+    assert job.data.eval_split is None and job.data.validation.holdout == 2000
+    assert job.data.test_split == "test" and job.data.test_size == 2000 and job.data.train_size == 1000
 
 
 def test_hpo_goal_falls_back_to_in_process_random_search():
