@@ -27,7 +27,8 @@ CHECKPOINT_NAME_KEY = "checkpoint_name"
 HISTORY_KEYS = ("training_iteration", "step", "epoch", "num_evaluations", OBJECTIVE_KEY, "train_loss",
                 CHECKPOINT_NAME_KEY)
 #: Keys HF's evaluation logs that are timings, not metrics of the task.
-EVAL_TIMING_KEYS = frozenset({"eval_runtime", "eval_samples_per_second", "eval_steps_per_second"})
+EVAL_TIMING_KEYS = frozenset({"eval_runtime", "eval_samples_per_second", "eval_steps_per_second",
+                              "eval_model_preparation_time"})
 
 
 def is_history_metric(key: str) -> bool:

@@ -238,11 +238,11 @@ def format_selection_lines(summary: SweepSummary) -> list[str]:
         ev = data["eval"]
         best = w.best_checkpoint
         value = f", best checkpoint {summary.metric_for_best_model}={_fmt(best.value)}" if best else ""
-        lines.append(f"  selected on {ev['split']} ({ev['rows']} rows, {data.get('selection', 'eval split')}): "
+        lines.append(f"  validation: {ev['split']}, {ev['rows']} rows ({data.get('selection', 'the eval split')}) -> "
                      f"{summary.objective.metric}[{summary.scope}]={_fmt(w.score)}{value}")
     if test.get("metrics"):
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in test["metrics"].items() if k in build_test_keys(summary))
-        lines.append(f"  test on {test['split']} ({test['rows']} rows, scored once after the sweep): {shown}")
+        lines.append(f"  test: {test['split']}, {test['rows']} rows (scored once after the sweep) -> {shown}")
     elif test.get("skipped") or test.get("error"):
         lines.append(f"  test: {test.get('skipped') or 'failed: ' + test['error']}")
     return lines
