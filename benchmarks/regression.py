@@ -7,7 +7,7 @@ beside constant predictions on the same test rows: the train mean (the MSE-optim
 and the train median (the MAE-optimal one). A constant has no rank order, so its Pearson and
 Spearman correlations are undefined (reported as null); any positive correlation is learned.
 
-  python benchmarks/regression.py                      # 3 one-epoch trials, about 10 min on 2 cores
+  python benchmarks/regression.py                      # 3 two-epoch trials, about 13 min on 2 cores
   python benchmarks/regression.py search.num_samples=2 # any key=value override of the sweep
 """
 

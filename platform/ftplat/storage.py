@@ -15,7 +15,10 @@ from ftplat.errors import UserError
 
 
 def resolve_storage(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem and in-filesystem path of a storage URI or local path."""
+    """The filesystem and in-filesystem path of a storage URI or local path; a relative or
+    ``~`` path is taken from the current directory or home (pyarrow refuses both)."""
+    if "://" not in uri:
+        uri = os.path.abspath(os.path.expanduser(uri))
     return pafs.FileSystem.from_uri(uri)
 
 

@@ -212,3 +212,16 @@ def test_registered_winner_serves_its_task_and_the_parent_has_the_test_score(tmp
     assert any(0.3 <= s < 0.5 for s in scores), "the check below needs a score only the job's threshold predicts"
     # the registered folder's ftplat_task.json carries the job's threshold (config.json knows none)
     assert all(sorted(r["labels"]) == sorted(k for k, v in r["scores"].items() if v >= 0.3) for r in rows)
+
+
+def test_export_and_predict_take_paths_relative_to_the_current_directory(tmp_path, monkeypatch, capsys):
+    """The main command stores under ./ftplat_results; `ftplat export ftplat_results/<sweep> out`
+    must work as typed (pyarrow alone refuses a relative path: "URI has empty scheme")."""
+    write_sweep(tmp_path, "regression", sweep_config=None, task="regression")
+    monkeypatch.chdir(tmp_path)
+    assert ftplat_main(["export", "sweep", "out"]) == 0
+    assert (tmp_path / "out" / TASK_FILE).is_file() and (tmp_path / "out" / "README.md").is_file()
+    capsys.readouterr()
+    assert ftplat_main(["predict", "out", "--json", "a good film"]) == 0
+    assert set(json.loads(capsys.readouterr().out.splitlines()[-1])) == {"text", "value"}
+    assert ftplat_main(["checkpoints", "gc", "sweep", "--dry-run"]) == 0
