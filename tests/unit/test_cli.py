@@ -68,6 +68,14 @@ def test_console_script_lists_commands(capsys):
     assert ftplat_main(["nope"]) == 2
 
 
+def test_version(capsys):
+    import ftplat
+
+    capsys.readouterr()
+    assert ftplat_main(["--version"]) == 0
+    assert capsys.readouterr().out == f"ftplat {ftplat.__version__}\n"
+
+
 def test_job_script_help_runs_without_ray():
     out = subprocess.run([sys.executable, "jobs/imdb_sweep.py", "--help"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)

@@ -15,8 +15,13 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:
+        from ftplat import __version__
+
+        print(f"ftplat {__version__}")
+        return 0
     if not argv or argv[0] in {"-h", "--help"} or argv[0] not in COMMANDS:
-        lines = ["usage: ftplat COMMAND [args]", "", "commands:"]
+        lines = ["usage: ftplat [--version] COMMAND [args]", "", "commands:"]
         lines += [f"  {name:<12} {help_}" for name, (_, help_) in COMMANDS.items()]
         print("\n".join(lines), file=sys.stderr if argv and argv[0] not in {"-h", "--help"} else sys.stdout)
         return 0 if argv and argv[0] in {"-h", "--help"} else 2
