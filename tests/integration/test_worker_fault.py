@@ -22,7 +22,7 @@ def test_killed_worker_resumes_from_its_latest_checkpoint(tiny_model_dir, sentim
     log = run_sweep_killing_one_worker(
         ["--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir), "--storage", str(storage),
          "--name", "fault", "--search-space", "search_spaces/smoke.yaml",
-         "search.num_samples=1", "data.max_length=48", "data.eval_size=128",
+         "search.num_samples=1", "data.max_length=48", "data.eval_split=test", "data.eval_size=128",
          "training.num_train_epochs=3.0", "training.per_device_train_batch_size=8",
          "resources.max_failures=1", "resources.local_num_cpus=3"],
         tmp_path / "sweep.log", build_checkpoint_registered(storage / "fault", f"checkpoint-{STEPS_PER_EPOCH}"),
