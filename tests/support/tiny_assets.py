@@ -66,3 +66,21 @@ def write_tiny_bert(root: Path) -> Path:
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
     BertForSequenceClassification(config).save_pretrained(root)
     return root
+
+
+def write_tiny_headless_bert(root: Path, words: list[str]) -> Path:
+    """Save a 1-layer BERT without a task head (as a pretrained base model is) and a WordPiece
+    tokenizer whose vocabulary is the special tokens plus ``words``. The vocabulary path goes
+    in positionally: transformers 5 ignores ``vocab_file=`` and makes a 5-token vocabulary."""
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    root.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizerFast(str(root / "vocab.txt"))
+    assert len(tokenizer) == len(vocab), "the tokenizer did not read the vocabulary"
+    tokenizer.save_pretrained(root)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=64)
+    BertModel(config).save_pretrained(root)
+    return root

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiny_assets import write_tiny_headless_bert
 
 from ftplat.config.schema import JobConfig
 from ftplat.errors import UserError
@@ -19,17 +20,8 @@ TOPICS = {0: "sports", 1: "politics", 2: "tech"}
 
 @pytest.fixture(scope="module")
 def base_model_dir(tmp_path_factory):
-    """A 1-layer BERT without a head and a WordPiece tokenizer from a small vocab file."""
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    root = tmp_path_factory.mktemp("tiny-bert-multi-label")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    BertTokenizerFast(vocab_file=str(root / "vocab.txt")).save_pretrained(root)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=37, max_position_embeddings=64)
-    BertModel(config).save_pretrained(root)
-    return root
+    """A 1-layer BERT without a head and a WordPiece tokenizer of WORDS."""
+    return write_tiny_headless_bert(tmp_path_factory.mktemp("tiny-bert-multi-label"), WORDS)
 
 
 def job_of(task=None, **sections) -> JobConfig:

@@ -8,7 +8,6 @@ node), so no trial re-reads or re-tokenizes the data.
 from __future__ import annotations
 
 import logging
-import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ from ftplat.data.sources import load_raw_splits
 from ftplat.data.tokenizer import build_tokenizer
 from ftplat.errors import UserError
 from ftplat.tasks import build_task
-from ftplat.tasks.base import Examples, Task
+from ftplat.tasks.base import Examples, Task, is_missing_value
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +65,6 @@ def build_stratified_indices(labels: np.ndarray, size: int, seed: int) -> np.nda
     return rng.permutation(np.concatenate(picked))
 
 
-def _is_missing(value: Any) -> bool:
-    # CSV readers give an empty field as null, or as NaN when the whole column is empty.
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
 
 #: The config field of each input role a task reads (``Task.build_inputs``).
 ROLE_FIELDS = {"text": "text_column", "text_pair": "text_pair_column", "tokens": "tokens_column"}
@@ -86,7 +81,7 @@ def select_empty_text_rows(texts: list[Any], field: str, column: str, split: str
         elif isinstance(text, (list, tuple)):
             if not text:
                 empty.append(row)
-        elif _is_missing(text):
+        elif is_missing_value(text):
             empty.append(row)
         else:
             raise UserError(

@@ -238,6 +238,12 @@ class Task:
                 'pipe(["I hate this movie", "I love this movie"])']
 
 
+def is_missing_value(value: Any) -> bool:
+    """A missing cell: None, or NaN (CSV readers give an empty field as null, or as NaN when
+    the whole column is empty; pandas fills absent text pairs with NaN)."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
 def column_list(ds: Any, column: str) -> list[Any]:
     values = ds[column]
     return values.to_pylist() if hasattr(values, "to_pylist") else list(values)

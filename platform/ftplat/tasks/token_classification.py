@@ -15,13 +15,12 @@ builds labels or the model, or from :meth:`TokenClassification.bind_model`.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import IGNORED_LABEL, Task, column_list
+from ftplat.tasks.base import IGNORED_LABEL, Task, column_list, is_missing_value
 from ftplat.tasks.text_classification import build_class_ids
 
 #: Tag prefixes seqeval's default mode reads (IOB1/IOB2/IOBES); ``O`` is outside any entity.
@@ -29,9 +28,6 @@ TAG_PREFIXES = ("B", "I", "E", "S")
 OUTSIDE_TAG = "O"
 ID2LABEL_EXAMPLE = "{0: O, 1: B-PER, 2: I-PER, 3: B-LOC, 4: I-LOC}"
 
-
-def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _is_sequence(value: Any) -> bool:
@@ -119,7 +115,7 @@ class TokenClassification(Task):
         split = split if split is not None else str(getattr(ds, "split", None) or "?")
         rows = []
         for row, words in enumerate(column_list(ds, data.tokens_column)):
-            if _is_missing(words):
+            if is_missing_value(words):
                 rows.append(words)
                 continue
             where = f"data.tokens_column {data.tokens_column!r} of split {split!r} row {row}"

@@ -11,13 +11,10 @@ from typing import Any
 
 import mlflow.pyfunc
 
+from ftplat.tasks.base import is_missing_value
+
 #: Inputs predicted per pipeline batch unless ``params={"batch_size": N}`` says otherwise.
 DEFAULT_BATCH_SIZE = 32
-
-
-def _is_missing(value: Any) -> bool:
-    """None or a pandas NaN (a DataFrame row without a text pair)."""
-    return value is None or (isinstance(value, float) and value != value)
 
 
 def build_pyfunc_input(item: Any, index: int) -> str | dict[str, str]:
@@ -26,7 +23,7 @@ def build_pyfunc_input(item: Any, index: int) -> str | dict[str, str]:
         return item
     if isinstance(item, dict) and isinstance(item.get("text"), str):
         pair = item.get("text_pair")
-        if _is_missing(pair):
+        if is_missing_value(pair):
             return item["text"]
         if not isinstance(pair, str):
             raise ValueError(f"input {index}: text_pair is {type(pair).__name__}, not a string")
