@@ -86,6 +86,9 @@ class Task:
     auto_model: ClassVar[str] = "AutoModelForSequenceClassification"
     #: HF ``problem_type`` of the head (``None``: the model decides from num_labels).
     problem_type: ClassVar[str | None] = None
+    #: The head's loss when it is not a cross-entropy over classes, which HF's label smoothing
+    #: assumes (None: it is one, and label smoothing applies).
+    loss_name: ClassVar[str | None] = None
     #: Whether a text pair (``data.text_pair_column``) can be given.
     accepts_text_pair: ClassVar[bool] = True
 
@@ -93,6 +96,18 @@ class Task:
         self.settings = settings
 
     # --- configuration -------------------------------------------------------------------
+    def check_inputs_and_loss(self, job: Any) -> None:
+        """The checks every task's ``check_job`` starts with: a text pair only where the task
+        takes one, label smoothing only with a cross-entropy head."""
+        if job.data.text_pair_column is not None and not self.accepts_text_pair:
+            raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
+                             "remove it")
+        smoothing = (job.training.hf_args or {}).get("label_smoothing_factor") or 0
+        if smoothing > 0 and self.loss_name is not None:
+            raise ValueError(f"training.hf_args.label_smoothing_factor is {smoothing}; HF's label smoothing is a "
+                             f"cross-entropy over one class per row and is wrong for task.type {self.name} "
+                             f"({self.loss_name}); remove it")
+
     def build_metric_modes(self) -> dict[str, str]:
         """Every metric this job's evaluation logs (bare names) with its mode."""
         return {**self.metrics, **self.settings.metric_modes}
@@ -107,9 +122,7 @@ class Task:
 
     def check_job(self, job: Any) -> None:
         """Refuse settings this task cannot use; ValueError naming the field and the fix."""
-        if job.data.text_pair_column is not None and not self.accepts_text_pair:
-            raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
-                             "remove it")
+        self.check_inputs_and_loss(job)
         if job.model.num_labels is None:
             raise ValueError(f"model.num_labels is required for task.type {self.name} (or give model.id2label)")
         if job.model.num_labels < 2:

@@ -29,6 +29,7 @@ class MultiLabelClassification(Task):
     default_metric = "micro_f1"
     description = "Multi-label text classifier"
     problem_type = "multi_label_classification"
+    loss_name = "a sigmoid and binary cross-entropy per label"
 
     def __init__(self, settings: Any) -> None:
         super().__init__(settings)
@@ -48,10 +49,8 @@ class MultiLabelClassification(Task):
         return super().resolve_model_defaults(model, data)
 
     def check_job(self, job: Any) -> None:
+        self.check_inputs_and_loss(job)
         data, model = job.data, job.model
-        if data.text_pair_column is not None and not self.accepts_text_pair:
-            raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
-                             "remove it")
         if model.num_labels is None:
             raise ValueError(f"model.num_labels is required for task.type {self.name}: give model.id2label "
                              "(names the labels and sets num_labels) or data.label_columns (one 0/1 column per label)")
@@ -67,20 +66,12 @@ class MultiLabelClassification(Task):
                                  f"{len(data.label_columns)} columns (one per label); set model.num_labels to "
                                  f"{len(data.label_columns)} (and model.id2label to one name per column) or leave "
                                  "both out to name the labels after the columns")
-        smoothing = (job.training.hf_args or {}).get("label_smoothing_factor") or 0
-        if smoothing > 0:
-            raise ValueError(f"training.hf_args.label_smoothing_factor is {smoothing}; HF's label smoothing is a "
-                             f"cross-entropy over one class per row and is wrong for task.type {self.name} (a "
-                             "sigmoid per label); remove it")
 
     def read_columns(self, data: Any) -> dict[str, str]:
-        columns = {"text_column": data.text_column}
-        if data.text_pair_column is not None:
-            columns["text_pair_column"] = data.text_pair_column
-        if data.label_columns is not None:
+        columns = super().read_columns(data)
+        if data.label_columns is not None:  # the 0/1 columns instead of label_column
+            del columns["label_column"]
             columns.update({f"label_columns[{i}]": column for i, column in enumerate(data.label_columns)})
-        else:
-            columns["label_column"] = data.label_column
         return columns
 
     # --- data ----------------------------------------------------------------------------

@@ -62,6 +62,7 @@ class Regression(Task):
     default_metric = "mse"
     description = "Text regressor"
     problem_type = "regression"
+    loss_name = "an MSE loss"
 
     # --- configuration -------------------------------------------------------------------
     def resolve_model_defaults(self, model: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
@@ -71,9 +72,7 @@ class Regression(Task):
         return model
 
     def check_job(self, job: Any) -> None:
-        if job.data.text_pair_column is not None and not self.accepts_text_pair:
-            raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
-                             "remove it")
+        self.check_inputs_and_loss(job)
         if job.model.num_labels != 1:
             raise ValueError(f"model.num_labels is {job.model.num_labels}; task.type regression predicts one float "
                              "(set model.num_labels: 1 or leave it out, and give model.id2label at most one name); "
@@ -81,11 +80,6 @@ class Regression(Task):
         if job.data.label_columns is not None:
             raise ValueError("data.label_columns (several 0/1 columns) is for task.type multi-label-classification; "
                              "task.type regression reads one float column, data.label_column")
-        smoothing = (job.training.hf_args or {}).get("label_smoothing_factor") or 0
-        if smoothing > 0:
-            raise ValueError(f"training.hf_args.label_smoothing_factor is {smoothing}; HF's label smoothing is a "
-                             "cross-entropy over classes and is wrong for task.type regression (an MSE loss); "
-                             "remove it")
 
     # --- data ----------------------------------------------------------------------------
     def build_labels(self, ds: Any, data: Any, model: Any, split: str) -> np.ndarray:
