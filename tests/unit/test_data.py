@@ -192,6 +192,14 @@ def test_empty_texts_are_refused_or_dropped_as_configured(tmp_path, tiny_model_d
     # a subset as large as the split is the whole split, shuffled
     out = build_tokenized_tables(job_of(data(empty_texts="drop", train_size=3), model))
     assert sorted(out.train["labels"].to_pylist()) == [0, 1, 1]
+    # with a hold-out of train, the split's drops are counted and logged once, with train
+    caplog.clear()
+    with caplog.at_level("INFO", logger="ftplat.data.preparation"):
+        out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), empty_texts="drop",
+                                                       validation={"holdout": 1}), model))
+    assert out.stats["eval"]["split"] == "train (held out)" and out.eval.num_rows == 1
+    assert out.stats["train"]["dropped_empty_texts"] == 3 and "dropped_empty_texts" not in out.stats["eval"]
+    assert caplog.text.count("left out 3 empty or whitespace-only texts") == 1
 
 
 def test_each_split_is_read_with_its_own_column_types(tmp_path):

@@ -186,7 +186,9 @@ def build_holdout(train: Examples, task: Task, data: DataConfig) -> tuple[Exampl
                         "(data.validation.split)")
     picked = build_subset_indices(task.build_stratify_key(train.labels), len(train), size, data.validation.seed)
     rest = np.setdiff1d(np.arange(len(train)), picked)
-    return train.select(rest), train.select(np.sort(picked))
+    held = train.select(np.sort(picked))
+    # The split's dropped empty texts are counted (and logged) once, with train.
+    return train.select(rest), Examples(held.inputs, held.labels)
 
 
 def build_role_stats(examples: Examples, task: Task, split: str) -> dict[str, Any]:
