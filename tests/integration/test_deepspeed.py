@@ -130,7 +130,7 @@ def test_zero3_shards_alone_consolidate_to_the_gathered_weights(zero3_sweep, tmp
     shards; export merges them (zero_to_fp32) into the same weights the preset gathered."""
     from transformers import AutoModelForSequenceClassification
 
-    from ftplat.checkpoints.export import run_copy_model_files
+    from ftplat.checkpoints.model_dir import run_copy_model_files
 
     _, summary, _ = zero3_sweep
     best = Path(summary["winner"]["best_checkpoint"]["path"])

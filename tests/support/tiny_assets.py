@@ -84,3 +84,85 @@ def write_tiny_headless_bert(root: Path, words: list[str]) -> Path:
                         intermediate_size=37, max_position_embeddings=64)
     BertModel(config).save_pretrained(root)
     return root
+
+
+def write_tiny_bert_mlm(root: Path, words: list[str]) -> Path:
+    """Save a 1-layer BERT with its masked-LM head (``BertForMaskedLM``, as a pretrained MLM
+    checkpoint is) and a WordPiece tokenizer of the special tokens plus ``words``."""
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    root.mkdir(parents=True, exist_ok=True)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizerFast(str(root / "vocab.txt"))  # positionally: see write_tiny_headless_bert
+    assert len(tokenizer) == len(vocab), "the tokenizer did not read the vocabulary"
+    tokenizer.save_pretrained(root)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=64)
+    BertForMaskedLM(config).save_pretrained(root)
+    return root
+
+
+#: Words of the tiny Llama's vocabulary (``write_tiny_llama``): the sentiment words, the chat
+#: template's words and those of ``build_color_rows``.
+COLORS = {"sky": "blue", "grass": "green", "snow": "white", "sun": "yellow", "coal": "black", "blood": "red",
+          "sea": "blue", "leaf": "green", "milk": "white", "lemon": "yellow", "night": "black", "rose": "red"}
+LLAMA_WORDS = sorted({*NEUTRAL, *POSITIVE, *NEGATIVE, *COLORS, *COLORS.values(), "user", "assistant", ":", "?",
+                      "question", "answer", "what", "color", "is", "of"})
+#: A chat template in the usual shape: the turns, then the assistant's cue when one is asked for.
+TINY_CHAT_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{{ message['role'] }} : {{ message['content'] }} "
+                      "{% endfor %}{% if add_generation_prompt %}assistant :{% endif %}")
+LLAMA_SPECIAL = ["<unk>", "<s>", "</s>", "<pad>"]
+
+
+def build_tiny_llama_tokenizer(*, chat_template: bool = False, pad_token: bool = True, words: list[str] = LLAMA_WORDS):
+    """A fast word-level tokenizer (lowercased, split on whitespace and punctuation) with
+    ``<s>`` added before every text, ``</s>`` as EOS, ``<unk>`` and, with ``pad_token``,
+    ``<pad>``; with ``chat_template`` a template that renders turns as ``role : content``."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(LLAMA_SPECIAL + [w for w in words if w not in LLAMA_SPECIAL])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
+                                                       special_tokens=[("<s>", vocab["<s>"])])
+    tok.decoder = decoders.WordPiece(prefix="##")  # joins the words with spaces
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<pad>" if pad_token else None)
+    if chat_template:
+        fast.chat_template = TINY_CHAT_TEMPLATE
+    return fast
+
+
+def write_tiny_llama(root: Path, *, chat_template: bool = False, pad_token: bool = True) -> Path:
+    """Save a 2-layer, 32-wide Llama (``LlamaForCausalLM`` from a config) and its word-level
+    tokenizer (``build_tiny_llama_tokenizer``) to ``root``, as a hub model is."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    root.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tiny_llama_tokenizer(chat_template=chat_template, pad_token=pad_token)
+    tokenizer.save_pretrained(root)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(root)
+    return root
+
+
+def build_color_rows(n: int, seed: int) -> dict[str, list]:
+    """``prompt`` / ``completion`` pairs asking the color of a thing (``COLORS``), with a few
+    filler words in the prompt: the completion follows from one word of the prompt."""
+    rng = random.Random(seed)
+    things = sorted(COLORS)
+    prompts, completions = [], []
+    for _ in range(n):
+        thing = rng.choice(things)
+        filler = " ".join(rng.choice(NEUTRAL) for _ in range(rng.randint(0, 3)))
+        prompts.append(f"question : {filler} what is the color of the {thing} ? answer :".replace("  ", " "))
+        completions.append(COLORS[thing])
+    return {"prompt": prompts, "completion": completions}

@@ -113,3 +113,28 @@ def test_hpo_grace2_variant_has_its_own_scheduler_and_goal():
     g2 = agg["goal_by_method"]["ftplat_optuna_asha_grace2"]
     assert g2["asha_trial_epochs_to_reach_mean_curve"] == 2 and g2["met_per_seed"] == {0: True}
     assert "per_seed" not in agg["goal"]  # no grace-1 pieces: only the statement
+
+
+def test_lora_vs_full_report_takes_medians_of_what_trials_recorded(tmp_path):
+    from ftplat.records import Objective, SweepSummary, TrialRecord, Winner
+
+    bench = _load("lora_vs_full")
+    runs = []
+    for i, (speed, total) in enumerate([(10.0, 300), (14.0, 500), (12.0, 400)]):
+        run = tmp_path / f"train-{i}"
+        (run / "checkpoint-1").mkdir(parents=True)
+        (run / "checkpoint-1" / "adapter_model.safetensors").write_bytes(b"x" * total)
+        runs.append(TrialRecord(trial_id=f"t{i}", status="TERMINATED", scores={"last": 0.5 + i / 10},
+                                train_run_path=str(run),
+                                train_result={"train_samples_per_second": speed, "trainable_fraction": 0.01,
+                                              "checkpoint_bytes": {"total": total, "model": total // 3},
+                                              "peak_memory_bytes": 1000 + i}))
+    summary = SweepSummary(sweep_name="s", sweep_path=str(tmp_path), objective=Objective("eval_accuracy", "max"),
+                           scope="last", metric_for_best_model="eval_accuracy", greater_is_better=True, trials=runs,
+                           winner=Winner("t2", 0.7, {}, None), test={"metrics": {"test_accuracy": 0.69}})
+    report = bench.build_arm_report(summary, tmp_path, wall=12.34)
+    assert report["median"]["train_samples_per_second"] == 12.0
+    assert report["spread"]["train_samples_per_second"] == [10.0, 14.0]
+    assert report["median"]["checkpoint_total_bytes"] == 400 and report["median"]["stored_bytes_per_trial"] == 400
+    assert report["test_accuracy"] == 0.69 and report["winner"]["validation_accuracy"] == 0.7
+    assert report["sweep_stored_bytes"] == 1200 and report["sweep_wall_s"] == 12.3

@@ -173,7 +173,7 @@ def test_each_task_ships_an_example_pair():
     from ftplat.tasks import TASK_NAMES
 
     found = {}
-    for pattern in ("*pair*", "*regression*", "*multi_label*", "*ner*"):
+    for pattern in ("*pair*", "*regression*", "*multi_label*", "*ner*", "*masked_lm*", "*causal_lm*"):
         jobs = sorted((REPO / "jobs" / "configs").glob(f"{pattern}.yaml"))
         assert jobs, f"no jobs/configs/{pattern}.yaml"
         for job_file in jobs:

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "platform" / "ftplat"
 #: so checkpoints and tracking sit below train; ``zero`` spans layers by module.
 LAYERS = [
     ("foundation", ["ftplat", "ftplat.errors", "ftplat.environment", "ftplat.storage", "ftplat.layout", "ftplat.versions",
-                    "ftplat.ray_internals"]),
+                    "ftplat.ray_internals", "ftplat.adapters"]),
     # What varies by workload; the config schema validates a job against its task.
     ("tasks", ["ftplat.tasks"]),
     ("config", ["ftplat.config", "ftplat.zero.config"]),

@@ -13,18 +13,14 @@ import posixpath
 from types import SimpleNamespace
 from typing import Any
 
-import pyarrow.fs as pafs
-
+from ftplat.checkpoints.model_dir import run_write_model_dir
+from ftplat.config.schema import TaskConfig
 from ftplat.errors import UserError
 from ftplat.layout import build_sweep_config_uri
 from ftplat.records import SweepSummary, TrialRecord
-from ftplat.storage import path_exists, read_json, resolve_storage
+from ftplat.storage import path_exists, read_json
 from ftplat.tasks import TASK_FILE, TASKS, Task, build_task
-from ftplat.zero.consolidate import has_whole_weights, is_zero_checkpoint, run_consolidate_zero_checkpoint
 
-#: Files of a HF checkpoint that make up the model (not optimizer, scheduler or RNG state).
-MODEL_FILE_SUFFIXES = (".json", ".safetensors", ".txt", ".model")
-EXCLUDED_FILES = {"trainer_state.json"}
 EXPORT_RECORD = "ftplat_export.json"
 #: The task of a sweep whose config names none (an ftplat from before tasks: IMDB sentiment).
 DEFAULT_TASK = "text-classification"
@@ -32,32 +28,11 @@ DEFAULT_TASK = "text-classification"
 TRAINING_ONLY_TASK_KEYS = ("metric_fn", "metric_modes")
 #: How the model card names the columns a job reads (``Task.read_columns``' config fields).
 COLUMN_ROLES = {"text_column": "text", "text_pair_column": "text pair", "tokens_column": "tokens",
-                "label_column": "label"}
+                "label_column": "label", "prompt_column": "prompt", "completion_column": "completion"}
 #: ``data`` defaults of the job config, for sweep configs that leave a column out.
 DATA_COLUMN_DEFAULTS = {"text_column": "text", "text_pair_column": None, "tokens_column": "tokens",
-                        "label_column": "label", "label_columns": None}
-
-
-def run_copy_model_files(checkpoint_uri: str, dest: str) -> list[str]:
-    """Copy the model, config and tokenizer files of a checkpoint (any storage) to ``dest``;
-    a ZeRO checkpoint without whole weights gets them consolidated from its shards."""
-    fs, path = resolve_storage(checkpoint_uri)
-    os.makedirs(dest, exist_ok=True)
-    copied = []
-    for info in fs.get_file_info(pafs.FileSelector(path)):
-        name = posixpath.basename(info.path)
-        if info.type == pafs.FileType.File and name.endswith(MODEL_FILE_SUFFIXES) and name not in EXCLUDED_FILES:
-            with fs.open_input_stream(info.path) as src, open(os.path.join(dest, name), "wb") as out:
-                out.write(src.read())
-            copied.append(name)
-    if "config.json" not in copied:
-        raise UserError(f"{checkpoint_uri} holds no config.json: not a Hugging Face checkpoint")
-    if not has_whole_weights(copied):
-        if not is_zero_checkpoint(checkpoint_uri):
-            raise UserError(f"{checkpoint_uri} holds neither model weights nor a DeepSpeed ZeRO checkpoint")
-        # ZeRO-3 without stage3_gather_16bit_weights_on_model_save: only per-rank shards.
-        copied += run_consolidate_zero_checkpoint(checkpoint_uri, dest)
-    return copied
+                        "label_column": "label", "label_columns": None, "prompt_column": None,
+                        "completion_column": None}
 
 
 def read_sweep_config(sweep_uri: str) -> dict[str, Any] | None:
@@ -70,8 +45,15 @@ def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSumma
     """What ``ftplat_task.json`` holds: the job's ``task`` section without what only training
     uses (``metric_fn``, ``metric_modes``) and unset values. A sweep config without a task
     section falls back to the summary's task, then to text-classification (older sweeps)."""
-    task = ((sweep_config or {}).get("job") or {}).get("task") or {}
-    settings = {k: v for k, v in task.items() if k not in TRAINING_ONLY_TASK_KEYS and v is not None}
+    job = (sweep_config or {}).get("job") or {}
+    task = job.get("task") or {}
+    # Settings left at their defaults stay out (a dumped config carries every task's).
+    defaults = {name: f.default for name, f in TaskConfig.model_fields.items() if name != "type"}
+    settings = {k: v for k, v in task.items() if k not in TRAINING_ONLY_TASK_KEYS and v is not None
+                and (k not in defaults or v != defaults[k])}
+    if task.get("type") == "causal-lm" and not (job.get("data") or {}).get("prompt_column"):
+        # Trained on plain text: serving must not wrap inputs in the tokenizer's chat template.
+        settings["chat_template"] = False
     if not settings.get("type"):
         settings["type"] = (summary.task if summary is not None and summary.task else DEFAULT_TASK)
     if settings["type"] not in TASKS:
@@ -196,13 +178,38 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
     lines += [f"| {r.get('epoch')} | {r.get('step')} | {r.get(metric)} | {r.get('eval_loss')} |" for r in trial.history]
     lines += ["", "## Versions", "", *[f"- {k}: {v}" for k, v in (summary.versions or {}).items()], ""]
     pair = " (a sentence pair: `TEXT<TAB>TEXT_PAIR`)" if data.get("text_pair_column") else ""
+    if task.generates_text:
+        pair = " (`--max-new-tokens N`, `--temperature T`: 64 tokens, greedy by default)"
     lines += ["## Use", "", "```python", *task.build_usage_example(), "```", "",
               f"Or `ftplat predict <this directory> TEXT ...`{pair}, which reads `{TASK_FILE}` for the task.", ""]
     return "\n".join(lines)
 
 
-def run_export(sweep_uri: str, out_dir: str) -> dict[str, Any]:
-    """Write the winner of a finished sweep to ``out_dir``; return the exported trial record."""
+def build_weights_section(weights: dict[str, Any]) -> str:
+    """The model card's words on a peft sweep's weights: merged, or an adapter and its base."""
+    if weights.get("weights") not in ("merged", "adapter"):
+        return ""
+    peft = weights.get("peft") or {}
+    shown = ", ".join(f"{k} {v}" for k, v in peft.items() if v is not None)
+    lines = ["## Adapter", "", f"Trained as a peft adapter ({shown}) on the frozen base model "
+             f"`{weights['base_model']}`; the task's head trained whole."]
+    if weights["weights"] == "merged":
+        lines.append("This folder holds the base model with the adapter merged into its weights: it loads with "
+                     "plain `from_pretrained` and needs neither peft nor the base model.")
+    else:
+        lines += ["This folder holds the adapter alone (and the config of the head); loading it needs `peft` and "
+                  f"the base model `{weights['base_model']}`:", "", "```python", "from peft import PeftModel",
+                  "from transformers import AutoConfig", "config = AutoConfig.from_pretrained(\"<this directory>\")",
+                  f"base = <AutoModelFor...>.from_pretrained(\"{weights['base_model']}\", config=config)",
+                  "model = PeftModel.from_pretrained(base, \"<this directory>\")", "```", "",
+                  "`ftplat predict <this directory>` does this for you."]
+    return "\n".join(["", *lines, ""])
+
+
+def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> dict[str, Any]:
+    """Write the winner of a finished sweep to ``out_dir``; return the exported trial record.
+    A peft sweep's winner is merged into its base model, or with ``adapter_only`` exported
+    as the adapter alone (the card names the base model it needs)."""
     summary = SweepSummary.read(sweep_uri)
     trial = summary.winner_trial()
     if trial is None or trial.best_checkpoint is None:
@@ -212,14 +219,17 @@ def run_export(sweep_uri: str, out_dir: str) -> dict[str, Any]:
     sweep_config = read_sweep_config(sweep_uri)
     settings = build_task_settings(sweep_config, summary)
     card = build_model_card(summary, trial, sweep_config)  # before copying: a failure leaves OUT_DIR empty
-    run_copy_model_files(trial.best_checkpoint.path, out_dir)
+    weights = run_write_model_dir(trial.best_checkpoint.path, out_dir, (sweep_config or {}).get("job"),
+                                  adapter_only=adapter_only)
+    card += build_weights_section(weights)
     run_write_task_file(out_dir, settings)
     with open(os.path.join(out_dir, "README.md"), "w") as f:
         f.write(card)
     trial_dict = trial.to_dict()
     record = {"sweep": summary.sweep_name, "scope": summary.scope, "task": settings,
               "objective": {"metric": summary.objective.metric, "mode": summary.objective.mode},
-              "trial": {k: trial_dict[k] for k in ("trial_id", "hyperparameters", "scores", "best_checkpoint")}}
+              "trial": {k: trial_dict[k] for k in ("trial_id", "hyperparameters", "scores", "best_checkpoint")},
+              "weights": weights}
     if summary.test is not None:
         record["test"] = summary.test
     with open(os.path.join(out_dir, EXPORT_RECORD), "w") as f:

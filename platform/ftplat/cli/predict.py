@@ -3,7 +3,9 @@
 The task comes from the model folder (``ftplat_task.json`` of an ftplat export, else its
 ``config.json``: ``ftplat.tasks.build_task_for_model_dir``), which builds the pipeline and
 formats each prediction. A sentence pair is ``TEXT<TAB>TEXT_PAIR`` (an argument or a line), or a
-JSON object ``{"text": ..., "text_pair": ...}`` per line of a ``.jsonl`` file.
+JSON object ``{"text": ..., "text_pair": ...}`` per line of a ``.jsonl`` file. A model that
+generates text (causal-lm) continues each input, as long as ``--max-new-tokens`` and as
+random as ``--temperature`` say; other models refuse those options.
 """
 
 from __future__ import annotations
@@ -84,6 +86,29 @@ def build_output_line(item: str | dict[str, str], prediction: dict[str, Any], ta
     return task.format_prediction_line(prediction) + "\t" + "\t".join(fields.values())
 
 
+#: ``predict``'s generation options: their flag, default and least value.
+GENERATION_OPTIONS = {"max_new_tokens": ("--max-new-tokens", 64, 1), "temperature": ("--temperature", 0.0, 0.0)}
+
+
+def build_generation_options(args: argparse.Namespace, task: Any) -> dict[str, Any]:
+    """``run_predict``'s generation keywords for a task that generates text, their defaults
+    filled in; UserError for a value out of range, or for an option given to another task."""
+    given = {name: getattr(args, name, None) for name in GENERATION_OPTIONS}
+    given = {name: value for name, value in given.items() if value is not None}
+    if not task.generates_text:
+        if given:
+            raise UserError(f"{GENERATION_OPTIONS[next(iter(given))][0]} applies to models that generate text "
+                            f"(causal-lm); the model is a {task.name} model: remove it")
+        return {}
+    options = {}
+    for name, (flag, default, least) in GENERATION_OPTIONS.items():
+        value = given.get(name, default)
+        if not least <= value < float("inf"):  # NaN fails too
+            raise UserError(f"{flag} is {value}; give a number from {least} up")
+        options[name] = value
+    return options
+
+
 def run_predict_cli(args: argparse.Namespace) -> int:
     inputs = [build_text_input(text, f"argument {i}") for i, text in enumerate(args.texts, start=1)]
     if args.file:
@@ -101,6 +126,7 @@ def run_predict_cli(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UserError(f"MODEL_DIR {args.model_dir!r}: its {TASK_FILE} or config.json does not name a task "
                         f"ftplat serves ({type(exc).__name__}: {_one_line(exc)})") from None
+    generation = build_generation_options(args, task)
     pairs = [i for i, item in enumerate(inputs) if isinstance(item, dict)]
     if pairs and not task.accepts_text_pair:
         raise UserError(f"input {pairs[0] + 1} is a sentence pair (a TAB, or a JSON line's text_pair) but the "
@@ -110,7 +136,7 @@ def run_predict_cli(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise UserError(f"MODEL_DIR {args.model_dir!r} does not load as a {task.name} model: "
                         f"{_one_line(exc)}") from None
-    predictions = task.run_predict(pipe, inputs, batch_size=args.batch_size)
+    predictions = task.run_predict(pipe, inputs, batch_size=args.batch_size, **generation)
     for item, prediction in zip(inputs, predictions):
         print(build_output_line(item, prediction, task, args.json))
     return 0
@@ -118,13 +144,19 @@ def run_predict_cli(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat predict") -> int:
     p = argparse.ArgumentParser(prog=prog, description="Predict with an exported model, whatever its task "
-                                "(labels and scores, labels above a threshold, values, or entities).")
+                                "(labels and scores, labels above a threshold, values, entities, the words for a "
+                                "mask token, or generated text).")
     p.add_argument("model_dir", help="a model directory (ftplat export, or any HF model of an ftplat task)")
     p.add_argument("texts", nargs="*", help="texts to predict on; TEXT<TAB>TEXT_PAIR for a sentence pair")
     p.add_argument("--file", help="also each non-empty line of this file ('-' for stdin; TEXT<TAB>TEXT_PAIR for a "
                    'pair); a .jsonl file holds one {"text": ..., "text_pair": ...} object per line')
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--json", action="store_true", help="print one JSON object per input instead of a table")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="causal-lm: tokens generated per input (default 64)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="causal-lm: 0 (the default) generates the likeliest tokens; above 0 samples at that "
+                   "temperature")
     args = p.parse_intermixed_args(argv)  # options may come between the texts
     try:
         return run_predict_cli(args)

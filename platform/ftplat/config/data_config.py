@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ftplat.config.base import StrictModel
 
@@ -49,7 +49,7 @@ class DataConfig(StrictModel):
     """Split the winner's best checkpoint is scored on once after the sweep (skipped when the
     data has no such split); null: no test score."""
     text_column: str = "text"
-    """Column holding the text (sentence-level tasks)."""
+    """Column holding the text (sentence-level tasks; the raw text of masked-lm and causal-lm)."""
     text_pair_column: str | None = None
     """Column holding the second text of a pair (sentence-pair tasks: NLI, paraphrase)."""
     tokens_column: str = "tokens"
@@ -59,8 +59,14 @@ class DataConfig(StrictModel):
     (regression), a list of classes (multi-label), a list of tags per word (token-classification)."""
     label_columns: list[str] | None = None
     """multi-label-classification: several 0/1 columns, one per label, instead of label_column."""
+    prompt_column: str | None = None
+    """causal-lm: column holding each example's prompt (given with completion_column instead of
+    text_column); the loss is taken on the completion only."""
+    completion_column: str | None = None
+    """causal-lm: column holding the completion the model learns to write after the prompt."""
     max_length: int = Field(default=160, ge=8, le=8192)
-    """Tokens per example; longer texts are truncated."""
+    """Tokens per example; longer texts are truncated. masked-lm (unless task.line_by_line) and
+    causal-lm with task.packing: the length of the blocks the concatenated texts are cut into."""
     pad_to_max_length: bool = False
     """Pad every example to max_length (the recipe) instead of per batch (faster)."""
     train_size: int | None = Field(default=None, ge=2)
@@ -75,6 +81,18 @@ class DataConfig(StrictModel):
     """Rows whose text is empty, whitespace-only or missing: ``error`` refuses the data and
     names the split and the count; ``drop`` leaves them out (the count is logged) before the
     subsets are drawn."""
+
+    @model_validator(mode="after")
+    def _prompt_with_completion(self):
+        if (self.prompt_column is None) != (self.completion_column is None):
+            given, missing = (("prompt_column", "completion_column") if self.completion_column is None
+                              else ("completion_column", "prompt_column"))
+            raise ValueError(f"{given} is set but {missing} is not; give both (a prompt/completion pair per row) "
+                             "or neither (text_column)")
+        if self.prompt_column is not None and self.prompt_column == self.completion_column:
+            raise ValueError(f"prompt_column and completion_column both name column {self.prompt_column!r}; "
+                             "the prompt and the completion are two columns")
+        return self
 
     @field_validator("label_columns")
     @classmethod

@@ -228,10 +228,23 @@ def load_sweep_configs(
         raise ConfigError(f"{space_source}: {exc}") from None
     check_parameter_values(space, job, source=space_source)
     try:
-        build_sweep_deepspeed_configs(job, space.parameters)
+        check_peft_zero_stage(job, build_sweep_deepspeed_configs(job, space.parameters))
     except ValueError as exc:
         raise ConfigError(f"{job_source}: {exc}") from None
     return job, space
+
+
+def check_peft_zero_stage(job: JobConfig, deepspeed_configs: dict[str, dict]) -> None:
+    """``model.peft`` trains with ZeRO stages 0-2, not 3: ZeRO-3 partitions the frozen base
+    weights, which the adapter is injected into and merged with at export, and an adapter's
+    optimizer state is small enough that ZeRO-2's sharding is what pays."""
+    if job.model.peft is None:
+        return
+    for spec, config in deepspeed_configs.items():
+        if (config.get("zero_optimization") or {}).get("stage") == 3:
+            raise ValueError(f"training.deepspeed {spec!r} is ZeRO stage 3, which ftplat does not run with "
+                             "model.peft (the base weights would be partitioned under the adapter); use the zero2 "
+                             "preset, or train without model.peft")
 
 
 def build_objective_defaults(space_data: dict[str, Any], job: JobConfig) -> dict[str, Any]:

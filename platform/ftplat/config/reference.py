@@ -15,10 +15,17 @@ END = "<!-- END GENERATED CONFIG REFERENCE -->"
 
 
 def _type_name(annotation) -> str:
+    if annotation is type(None):
+        return "None"
+    if typing.get_origin(annotation) in (list, dict):
+        return str(annotation).replace("|", "\\|")
     text = str(annotation).replace("typing.", "").replace("NoneType", "None")
     text = text.replace("ftplat.config.search_space.", "").replace("ftplat.config.schema.", "")
     if typing.get_origin(annotation) is typing.Literal:
         return " \\| ".join(repr(a) for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) is typing.Union and any(typing.get_origin(a) is typing.Literal
+                                                             for a in typing.get_args(annotation)):
+        return " \\| ".join(_type_name(a) for a in typing.get_args(annotation))
     return getattr(annotation, "__name__", text).replace("|", "\\|")
 
 
@@ -41,6 +48,11 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
                 rows += _rows(annotation, f"{prefix}{name}.")
             continue
         doc = " ".join((field.description or "").split())
+        optional = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if optional:  # a section that is off unless given (model.peft): the row, then its keys
+            rows.append(f"| `{prefix}{name}` | section or None | {_default(field)} | {doc} |")
+            rows += _rows(optional[0], f"{prefix}{name}.")
+            continue
         rows.append(f"| `{prefix}{name}` | {_type_name(annotation)} | {_default(field)} | {doc} |")
     return rows
 

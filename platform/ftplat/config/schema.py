@@ -17,10 +17,11 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from ftplat.config.base import StrictModel, looks_like_local_path, normalize_eval_metric
 from ftplat.config.data_config import DataConfig, ValidationConfig
+from ftplat.config.peft_config import PeftConfig
 from ftplat.config.training_config import TrainingConfig
 from ftplat.tasks import TASK_NAMES, build_task
 
-__all__ = ["DataConfig", "JobConfig", "ModelConfig", "ResourcesConfig", "RetentionConfig", "StorageConfig",
+__all__ = ["DataConfig", "JobConfig", "ModelConfig", "PeftConfig", "ResourcesConfig", "RetentionConfig", "StorageConfig",
            "StrictModel", "TaskConfig", "TrackingConfig", "TrainingConfig", "ValidationConfig",
            "looks_like_local_path", "normalize_eval_metric"]
 
@@ -29,9 +30,23 @@ class TaskConfig(StrictModel):
     """What the sweep fine-tunes for: the head, the columns read, the metrics (``ftplat.tasks``)."""
 
     type: Literal[TASK_NAMES] = "text-classification"
-    """text-classification, multi-label-classification, regression or token-classification."""
+    """text-classification, multi-label-classification, regression, token-classification,
+    masked-lm or causal-lm."""
     threshold: float | None = Field(default=None, gt=0, lt=1)
     """multi-label-classification: the sigmoid score from which a label is predicted (default 0.5)."""
+    mlm_probability: float = Field(default=0.15, gt=0, lt=1)
+    """masked-lm: the share of tokens masked for the model to predict (run_mlm.py's 0.15);
+    searchable as ``task.mlm_probability``. Evaluation masks at the same rate."""
+    line_by_line: bool = False
+    """masked-lm: each text is one sequence, truncated to data.max_length. false (run_mlm.py's
+    default): the texts are concatenated and cut into data.max_length blocks."""
+    packing: bool = False
+    """causal-lm: concatenate the examples (each ending with EOS) and cut them into
+    data.max_length blocks; false: each example is one sequence, truncated to data.max_length."""
+    chat_template: bool | None = None
+    """causal-lm with data.prompt_column: render each prompt as a user turn of the tokenizer's
+    chat template (the completion follows as the answer). null: when the tokenizer has one;
+    true: require it; false: never. ``predict`` renders its inputs the same way."""
     metric_fn: str | None = None
     """``module:function`` computing more metrics from the Trainer's EvalPrediction (a dict of
     floats), importable by the driver and the workers; name each in metric_modes."""
@@ -42,6 +57,13 @@ class TaskConfig(StrictModel):
     def _metric_fn_imports(self):
         if self.threshold is not None and self.type != "multi-label-classification":
             raise ValueError(f"threshold applies to multi-label-classification only, not {self.type}; remove it")
+        # Refused when changed from the default only: every dumped job config (sweep_config.json,
+        # each trial's) carries the defaults of every task's settings.
+        only = {"mlm_probability": "masked-lm", "line_by_line": "masked-lm", "packing": "causal-lm",
+                "chat_template": "causal-lm"}
+        for name, task_type in only.items():
+            if self.type != task_type and getattr(self, name) != type(self).model_fields[name].default:
+                raise ValueError(f"{name} applies to task.type {task_type} only, not {self.type}; remove it")
         if bool(self.metric_fn) != bool(self.metric_modes):
             raise ValueError("metric_fn and metric_modes go together: metric_modes names what metric_fn returns")
         if self.metric_fn:
@@ -64,6 +86,9 @@ class ModelConfig(StrictModel):
     trainable_patterns: list[str] | None = None
     """Regexes over parameter names; when set, only matching parameters train (the recipe's
     partial fine-tuning is ``["pooler", "classifier"]``). ``None`` trains everything."""
+    peft: PeftConfig | None = None
+    """Train a peft adapter (LoRA, DoRA, IA3) on the frozen model instead of every weight;
+    checkpoints then hold the adapter and the head, not the base model."""
     trust_remote_code: bool = False
     """Run code shipped with a hub model. Off unless you trust the model's author."""
 
@@ -86,6 +111,13 @@ class ModelConfig(StrictModel):
         if value is not None and not value:
             raise ValueError("must name at least one pattern, or be null to train everything")
         return value
+
+    @model_validator(mode="after")
+    def _one_way_to_choose_trainable(self):
+        if self.peft is not None and self.trainable_patterns is not None:
+            raise ValueError("trainable_patterns and peft both choose what trains; keep one (with peft the "
+                             "adapter and the head train: add modules to peft.modules_to_save to train them whole)")
+        return self
 
     @model_validator(mode="after")
     def _labels_match(self):

@@ -175,6 +175,10 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
         if parts[:2] == ["training", "hf_args"] and len(parts) == 3:
             continue  # any TrainingArguments field: its values are checked by check_parameter_values
         for depth, part in enumerate(parts):
+            if node is None and depth > 0:
+                where = ".".join(parts[:depth])
+                raise ValueError(f"search space parameters.{path}: {where} is not set in the job config; set it "
+                                 f"(e.g. model.peft: {{method: lora}}) to search its fields")
             if not isinstance(node, dict) or part not in node:
                 where = ".".join(parts[:depth]) or "the job config"
                 raise ValueError(

@@ -34,9 +34,11 @@ class TokenizedData:
     """The tokenized splits by role and what was read to make them.
 
     ``tables`` holds ``train``, ``eval`` (the selection split) and, when the data has a test
-    split, ``test``: the task's model inputs and ``labels``, the plain dict that goes into
-    Ray's object store. ``stats`` has one entry per role (``split``, ``rows``, the task's label
-    statistics), ``selection`` (how the selection split was chosen) and ``seconds``.
+    split, ``test``: the task's model inputs and ``labels`` (none for masked-lm, whose
+    collator makes them), the plain dict that goes into Ray's object store. ``stats`` has one
+    entry per role (``split``, ``rows``, the task's label statistics; ``sequences`` where
+    tokenizing made blocks, see ``build_role_stats``), ``selection`` (how the selection split
+    was chosen) and ``seconds``.
     """
 
     tables: dict[str, pa.Table]
@@ -67,7 +69,8 @@ def build_stratified_indices(labels: np.ndarray, size: int, seed: int) -> np.nda
 
 
 #: The config field of each input role a task reads (``Task.build_inputs``).
-ROLE_FIELDS = {"text": "text_column", "text_pair": "text_pair_column", "tokens": "tokens_column"}
+ROLE_FIELDS = {"text": "text_column", "text_pair": "text_pair_column", "tokens": "tokens_column",
+               "prompt": "prompt_column", "completion": "completion_column"}
 
 
 def select_empty_text_rows(texts: list[Any], field: str, column: str, split: str) -> list[int]:
@@ -191,8 +194,13 @@ def build_holdout(train: Examples, task: Task, data: DataConfig) -> tuple[Exampl
     return train.select(rest), Examples(held.inputs, held.labels)
 
 
-def build_role_stats(examples: Examples, task: Task, split: str) -> dict[str, Any]:
+def build_role_stats(examples: Examples, task: Task, split: str, table: pa.Table | None = None) -> dict[str, Any]:
+    """``rows``: the examples read (after any subset); ``sequences``: the rows of the tokenized
+    table, when the task made another number of them (masked-lm's and packed causal-lm's
+    blocks of data.max_length tokens)."""
     stats = {"split": split, "rows": len(examples), **task.build_label_stats(examples.labels)}
+    if table is not None and table.num_rows != len(examples):
+        stats["sequences"] = table.num_rows
     if examples.dropped:
         stats["dropped_empty_texts"] = examples.dropped
     return stats
@@ -231,15 +239,17 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
         if ex.dropped:
             logger.info("data.empty_texts: drop: left out %d empty or whitespace-only texts of split %r (%s)",
                         ex.dropped, split, role)
-    tokenizer = build_tokenizer(model)
+    tokenizer = task.prepare_tokenizer(build_tokenizer(model))
     tables: dict[str, pa.Table] = {}
     stats: dict[str, Any] = {"selection": plan.source}
     for role, (ex, split) in roles.items():
         tables[role] = pa.table(task.tokenize(tokenizer, ex, data))
-        stats[role] = build_role_stats(ex, task, split)
+        stats[role] = build_role_stats(ex, task, split, tables[role])
     stats["seconds"] = round(time.perf_counter() - start, 2)
     logger.info("Tokenized %s in %.1fs; trials are selected on %s",
-                ", ".join(f"{stats[r]['rows']} {r}" for r in roles), stats["seconds"], plan.source)
+                ", ".join(f"{stats[r]['rows']} {r}" + (f" ({stats[r]['sequences']} sequences)"
+                                                          if "sequences" in stats[r] else "") for r in roles),
+                stats["seconds"], plan.source)
     return TokenizedData(tables=tables, stats=stats)
 
 

@@ -7,13 +7,16 @@ import os
 from typing import Any
 
 from ftplat.tasks.base import Task, TaskSettings
+from ftplat.tasks.causal_lm import CausalLM
+from ftplat.tasks.masked_lm import MaskedLM
 from ftplat.tasks.multi_label import MultiLabelClassification
 from ftplat.tasks.regression import Regression
 from ftplat.tasks.text_classification import TextClassification
 from ftplat.tasks.token_classification import TokenClassification
 
 TASKS: dict[str, type[Task]] = {
-    cls.name: cls for cls in (TextClassification, MultiLabelClassification, Regression, TokenClassification)
+    cls.name: cls for cls in (TextClassification, MultiLabelClassification, Regression, TokenClassification,
+                              MaskedLM, CausalLM)
 }
 TASK_NAMES = tuple(TASKS)
 
@@ -59,8 +62,14 @@ def build_task_for_model_dir(model_dir: str) -> Task:
             return build_task(json.load(f))
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
-    if any(a.endswith("ForTokenClassification") for a in config.get("architectures") or []):
+    architectures = config.get("architectures") or []
+    if any(a.endswith("ForTokenClassification") for a in architectures):
         return build_task("token-classification")
+    if any(a.endswith("ForMaskedLM") for a in architectures):
+        return build_task("masked-lm")
+    # GPT-2 and its kin name their head LMHeadModel.
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
+        return build_task("causal-lm")
     problem = config.get("problem_type")
     if problem == "regression" or (problem is None and config.get("num_labels", len(config.get("id2label") or {})) == 1):
         return build_task("regression")

@@ -14,6 +14,7 @@ libraries (transformers, scikit-learn, scipy, seqeval) are imported where they a
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -48,6 +49,11 @@ class TaskSettings:
 
     type: str
     threshold: float = 0.5
+    #: masked-lm and causal-lm settings (see the task modules).
+    mlm_probability: float = 0.15
+    line_by_line: bool = False
+    packing: bool = False
+    chat_template: bool | None = None
     metric_fn: str | None = None
     metric_modes: dict[str, str] = field(default_factory=dict)
     #: The job's ``model.id2label``: the names metrics and label statistics use.
@@ -91,17 +97,28 @@ class Task:
     loss_name: ClassVar[str | None] = None
     #: Whether a text pair (``data.text_pair_column``) can be given.
     accepts_text_pair: ClassVar[bool] = True
+    #: The ``peft.TaskType`` of this head (``model.peft``): it makes peft keep the head
+    #: trainable and saved with the adapter. None: a model peft has no task type for.
+    peft_task_type: ClassVar[str | None] = "SEQ_CLS"
+    #: Whether predictions are generated text: ``run_predict`` then takes ``max_new_tokens``
+    #: and ``temperature`` (``predict --max-new-tokens --temperature``).
+    generates_text: ClassVar[bool] = False
 
     def __init__(self, settings: TaskSettings) -> None:
         self.settings = settings
 
     # --- configuration -------------------------------------------------------------------
     def check_inputs_and_loss(self, job: Any) -> None:
-        """The checks every task's ``check_job`` starts with: a text pair only where the task
-        takes one, label smoothing only with a cross-entropy head."""
+        """The checks every task's ``check_job`` starts with: a text pair, a prompt and completion
+        only where the task takes them, label smoothing only with a cross-entropy head."""
         if job.data.text_pair_column is not None and not self.accepts_text_pair:
             raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
                              "remove it")
+        for name in ("prompt_column", "completion_column"):
+            if getattr(job.data, name, None) is not None and name not in self.read_columns(job.data):
+                reads = ", ".join(f"data.{f} {c!r}" for f, c in self.read_columns(job.data).items())
+                raise ValueError(f"data.{name} applies to task.type causal-lm (prompt/completion pairs), not task.type "
+                                 f"{self.name}, which reads {reads}; remove it")
         smoothing = (job.training.hf_args or {}).get("label_smoothing_factor") or 0
         if smoothing > 0 and self.loss_name is not None:
             raise ValueError(f"training.hf_args.label_smoothing_factor is {smoothing}; HF's label smoothing is a "
@@ -135,7 +152,7 @@ class Task:
     def read_columns(self, data: Any) -> dict[str, str]:
         """The columns this task reads, by the config field that names them (``data.<field>``).
         The inputs ``build_inputs`` returns use the roles ``text``, ``text_pair``, ``tokens``,
-        whose fields are ``text_column``, ``text_pair_column``, ``tokens_column``."""
+        ``prompt``, ``completion``, whose fields are ``<role>_column``."""
         columns = {"text_column": data.text_column}
         if data.text_pair_column is not None:
             columns["text_pair_column"] = data.text_pair_column
@@ -172,6 +189,11 @@ class Task:
         columns["labels"] = examples.labels.tolist()
         return columns
 
+    def prepare_tokenizer(self, tokenizer: Any) -> Any:
+        """The model's tokenizer as this task uses it (e.g. a padding token where it has none);
+        data preparation and every worker get it from here."""
+        return tokenizer
+
     def build_collator(self, tokenizer: Any) -> Any:
         from transformers import DataCollatorWithPadding
 
@@ -197,6 +219,18 @@ class Task:
         # which weights were re-initialised.
         return auto.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code,
                                     ignore_mismatched_sizes=True, **self.build_model_kwargs(model))
+
+    # --- training ------------------------------------------------------------------------
+    def build_training_overrides(self) -> dict[str, Any]:
+        """``TrainingArguments`` this task needs (e.g. ``include_for_metrics``), applied after
+        ftplat's own and the user's ``hf_args``."""
+        return {}
+
+    def build_logits_reducer(self) -> Any:
+        """The Trainer's ``preprocess_logits_for_metrics``: shrink each evaluation batch's
+        logits before they are gathered (a language model's are batch x length x vocabulary).
+        None keeps them whole."""
+        return None
 
     # --- metrics -------------------------------------------------------------------------
     def compute_task_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
@@ -236,8 +270,14 @@ class Task:
 
     def build_pipeline(self, model_dir: str, *, device: str = "cpu") -> Any:
         """The ``transformers.pipeline`` that serves an exported model of this task."""
-        from transformers import pipeline
+        from transformers import AutoTokenizer, pipeline
 
+        from ftplat.adapters import ADAPTER_CONFIG, build_adapter_serving_model
+
+        if os.path.isfile(os.path.join(model_dir, ADAPTER_CONFIG)):  # an adapter-only export
+            model = build_adapter_serving_model(model_dir, self.auto_model)
+            return pipeline(self.pipeline_task, model=model, tokenizer=AutoTokenizer.from_pretrained(model_dir),
+                            device=device, **self.build_pipeline_kwargs())
         return pipeline(self.pipeline_task, model=model_dir, device=device, **self.build_pipeline_kwargs())
 
     def run_predict(self, pipe: Any, inputs: list[Any], *, batch_size: int = 32) -> list[dict[str, Any]]:

@@ -59,6 +59,7 @@ class TokenClassification(Task):
     description = "Token classifier"
     pipeline_task = "token-classification"
     auto_model = "AutoModelForTokenClassification"
+    peft_task_type = "TOKEN_CLS"
     accepts_text_pair = False
 
     def __init__(self, settings: Any) -> None:
@@ -80,6 +81,7 @@ class TokenClassification(Task):
             raise ValueError("data.text_pair_column applies to sentence-level tasks, not task.type "
                              "token-classification (it reads a list of words per row from data.tokens_column "
                              f"{job.data.tokens_column!r}); remove it")
+        self.check_inputs_and_loss(job)
         if job.data.label_columns is not None:
             raise ValueError("data.label_columns (several 0/1 columns) is for task.type multi-label-classification; "
                              "task.type token-classification reads a list of tags per row from data.label_column "

@@ -11,11 +11,15 @@ in its result record (``read_tracking_errors``).
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any
 
 from transformers import TrainerCallback
 
+from ftplat.adapters import count_parameters
+from ftplat.checkpoints.sizes import build_checkpoint_bytes
+from ftplat.layout import build_checkpoint_name
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, log_params
 
@@ -30,7 +34,24 @@ class MlflowTrialCallback(TrainerCallback):
         if not state.is_world_process_zero:
             return
         resolved = {f"hf.{k}": v for k, v in args.to_dict().items() if not isinstance(v, (dict, list))}
+        model = kwargs.get("model")
+        if model is not None:
+            trainable, total = count_parameters(model)
+            resolved.update({"model.trainable_parameters": trainable, "model.total_parameters": total,
+                             "model.trainable_fraction": round(trainable / total, 6) if total else None})
         self.guard.call(log_params, self.client, self.run_id, resolved)
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = os.path.join(args.output_dir, build_checkpoint_name(state.global_step))
+        if not state.is_world_process_zero or not os.path.isdir(folder):
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        sizes = build_checkpoint_bytes(folder)
+        metrics = [Metric("checkpoint_bytes", float(sizes["total"]), now, state.global_step),
+                   Metric("checkpoint_model_bytes", float(sizes["model"]), now, state.global_step)]
+        self.guard.call(self.client.log_batch, self.run_id, metrics=metrics)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

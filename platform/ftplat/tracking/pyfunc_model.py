@@ -15,6 +15,22 @@ from ftplat.tasks.base import is_missing_value
 
 #: Inputs predicted per pipeline batch unless ``params={"batch_size": N}`` says otherwise.
 DEFAULT_BATCH_SIZE = 32
+#: ``params`` a model that generates text (causal-lm) takes: tokens per input, sampling temperature.
+GENERATION_PARAMS = ("max_new_tokens", "temperature")
+
+
+def build_generation_params(task: Any, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The generation keywords of ``params`` for ``task.run_predict`` (its defaults fill the
+    rest); ValueError when they are given to a task that does not generate."""
+    given = {k: v for k, v in (params or {}).items() if k in GENERATION_PARAMS and v is not None}
+    if given and not task.generates_text:
+        raise ValueError(f"params {sorted(given)} apply to models that generate text (causal-lm), not to a "
+                         f"{task.name} model")
+    if "max_new_tokens" in given and int(given["max_new_tokens"]) < 1:
+        raise ValueError(f"params max_new_tokens is {given['max_new_tokens']}; give 1 or more")
+    if "temperature" in given and not float(given["temperature"]) >= 0:
+        raise ValueError(f"params temperature is {given['temperature']}; give 0 (greedy) or more")
+    return {k: int(v) if k == "max_new_tokens" else float(v) for k, v in given.items()}
 
 
 def build_pyfunc_input(item: Any, index: int) -> str | dict[str, str]:
@@ -62,7 +78,9 @@ class TaskPipelineModel(mlflow.pyfunc.PythonModel):
     a DataFrame with a ``text`` and optional ``text_pair`` column) and returns one JSON-ready
     dict per input, as ``ftplat predict --json`` prints it: ``{"label", "score"}``
     (text-classification), ``{"labels", "scores"}`` (multi-label), ``{"value"}`` (regression),
-    ``{"entities"}`` (token-classification)."""
+    ``{"entities"}`` (token-classification), ``{"predictions"}`` (masked-lm: the likeliest
+    tokens for each text's one mask token), ``{"generated_text"}`` (causal-lm: the continuation,
+    ``params`` ``max_new_tokens`` and ``temperature`` as ``predict``'s options)."""
 
     def load_context(self, context):
         from ftplat.tasks import build_task_for_model_dir
@@ -73,7 +91,8 @@ class TaskPipelineModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input, params=None):
         batch_size = int((params or {}).get("batch_size") or DEFAULT_BATCH_SIZE)
-        return self.task.run_predict(self.pipe, build_pyfunc_inputs(model_input), batch_size=batch_size)
+        return self.task.run_predict(self.pipe, build_pyfunc_inputs(model_input), batch_size=batch_size,
+                                     **build_generation_params(self.task, params))
 
 
 #: The class's name before tasks: models registered then were pickled naming it, and load as

@@ -10,7 +10,8 @@ import os
 import tempfile
 from typing import Any
 
-from ftplat.checkpoints.export import build_task_settings, run_copy_model_files, run_write_task_file
+from ftplat.checkpoints.export import build_task_settings, run_write_task_file
+from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.layout import SUMMARY_FILE, build_sweep_config_uri
 from ftplat.records import SweepSummary, TrialRecord
 from ftplat.storage import path_exists, read_json
@@ -98,9 +99,11 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
         logger.warning("Not registering the winner: its best checkpoint %s is gone", winner.best_checkpoint.path)
         return None
     config_uri = build_sweep_config_uri(summary.sweep_path)
-    task_settings = build_task_settings(read_json(config_uri) if path_exists(config_uri) else None, summary)
+    sweep_config = read_json(config_uri) if path_exists(config_uri) else None
+    task_settings = build_task_settings(sweep_config, summary)
     with tempfile.TemporaryDirectory() as tmp, scoped_tracking_uri(tracking["tracking_uri"]):
-        run_copy_model_files(winner.best_checkpoint.path, tmp)
+        # A peft winner is registered merged: it serves like any other model.
+        run_write_model_dir(winner.best_checkpoint.path, tmp, (sweep_config or {}).get("job"))
         run_write_task_file(tmp, task_settings)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(

@@ -7,6 +7,18 @@ from typing import Any
 from transformers import TrainingArguments
 
 from ftplat.config.schema import JobConfig
+from ftplat.tasks import build_task
+
+
+def build_task_hf_args(job: JobConfig) -> dict[str, Any]:
+    """The user's ``hf_args`` with what the task needs added: list-valued fields are merged
+    (an LM's ``include_for_metrics: [loss]`` beside the user's ``[inputs]``), others set."""
+    merged = dict(job.training.hf_args)
+    for key, value in build_task(job).build_training_overrides().items():
+        if isinstance(value, list) and isinstance(merged.get(key), list):
+            value = list(dict.fromkeys([*merged[key], *value]))
+        merged[key] = value
+    return merged
 
 
 def build_training_arguments(
@@ -56,6 +68,7 @@ def build_training_arguments(
         # the unused-parameter search would only cost time.
         ddp_find_unused_parameters=False,
         deepspeed=deepspeed,
-        # Checked against TrainingArguments and the fields above when the config was read.
-        **t.hf_args,
+        # Checked against TrainingArguments and the fields above when the config was read;
+        # the task's needs (an LM's losses for perplexity) come last.
+        **build_task_hf_args(job),
     )

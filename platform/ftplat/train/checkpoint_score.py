@@ -9,7 +9,7 @@ from typing import Any
 import ray
 import torch
 
-from ftplat.checkpoints.export import run_copy_model_files
+from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import TEST
 from ftplat.tasks import build_task
@@ -32,7 +32,7 @@ def run_score_checkpoint(config: dict[str, Any]) -> dict[str, float]:
     task = build_task(job)
     with tempfile.TemporaryDirectory(prefix="ftplat-test-score-") as tmp:
         model_dir = os.path.join(tmp, "model")
-        run_copy_model_files(config["checkpoint"], model_dir)
+        run_write_model_dir(config["checkpoint"], model_dir, config["job"])
         model = getattr(transformers, task.auto_model).from_pretrained(model_dir)
         # Scoring needs neither ZeRO nor the search's extras: plain evaluation of whole weights.
         trainer = build_trainer(job.model_copy(update={"training": job.training.model_copy(

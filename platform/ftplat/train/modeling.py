@@ -9,6 +9,7 @@ from pathlib import Path
 
 from transformers import PreTrainedModel
 
+from ftplat.adapters import run_wrap_peft
 from ftplat.config.schema import JobConfig, ModelConfig, looks_like_local_path
 from ftplat.data.tokenizer import TOKENIZER_FILES, has_tokenizer_files
 from ftplat.errors import UserError
@@ -64,8 +65,12 @@ def check_model_dir(cfg: ModelConfig) -> None:
 
 
 def build_model(job: JobConfig) -> PreTrainedModel:
-    """The pretrained model with the head of the job's task, with its trainable parameters set."""
-    model = build_task(job).build_model(job.model)
+    """The pretrained model with the head of the job's task, with its trainable parameters
+    set: a peft adapter (``model.peft``), or the parameters ``model.trainable_patterns`` name."""
+    task = build_task(job)
+    model = task.build_model(job.model)
+    if job.model.peft is not None:
+        return run_wrap_peft(model, job.model.peft, task_type=task.peft_task_type)
     if job.model.trainable_patterns:
         apply_trainable_patterns(model, job.model.trainable_patterns)
     return model

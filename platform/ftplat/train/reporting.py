@@ -15,6 +15,7 @@ import ray.train
 import torch.distributed as dist
 from transformers import TrainerCallback
 
+from ftplat.checkpoints.sizes import build_checkpoint_bytes
 from ftplat.layout import build_checkpoint_name
 from ftplat.records import CHECKPOINT_NAME_KEY, OBJECTIVE_KEY
 from ftplat.scoring import compute_scope_stats, scope_score
@@ -47,6 +48,8 @@ class RayScopeReportCallback(TrainerCallback):
     def __init__(self, *, metric: str, mode: str, scope: str, local_rank: int):
         self.metric, self.mode, self.scope = metric, mode, scope
         self.local_rank = local_rank
+        #: Sizes of the latest checkpoint this node saved (``build_checkpoint_bytes``).
+        self.checkpoint_bytes: dict[str, int] | None = None
 
     def on_save(self, args, state, control, **kwargs):
         metrics = build_report_metrics(
@@ -63,4 +66,5 @@ class RayScopeReportCallback(TrainerCallback):
         # per-node folders into one checkpoint in storage.
         if self.local_rank == 0 and os.path.isdir(local_dir):
             checkpoint = ray.train.Checkpoint.from_directory(local_dir)
+            self.checkpoint_bytes = build_checkpoint_bytes(local_dir)
         ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)

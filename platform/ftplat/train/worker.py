@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from ray.train.huggingface.transformers import prepare_trainer
 from transformers import Trainer, TrainerCallback, set_seed
 from transformers.trainer_utils import TrainOutput
 
+from ftplat.adapters import count_parameters
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
 from ftplat.data.tokenizer import build_tokenizer
@@ -53,13 +55,14 @@ def build_trainer(
     # (deepspeed.zero.Init); a model loaded first is whole on every worker. HF holds that
     # registration by weak reference, so ``args`` must stay referenced (the Trainer keeps it).
     args = build_training_arguments(job, output_dir=output_dir, report_to=report_to, deepspeed=deepspeed)
-    tokenizer = build_tokenizer(job.model)
+    task = build_task(job)
+    tokenizer = task.prepare_tokenizer(build_tokenizer(job.model))
     if "model" not in trainer_kwargs and "model_init" not in trainer_kwargs:
         # Trainer seeds only in its __init__, after the model exists: without this the new
         # classifier head differs between two trials with the same values (and between reruns).
         set_seed(job.training.seed)
         trainer_kwargs["model"] = build_model(job)
-    task = build_task(job)
+    trainer_kwargs.setdefault("preprocess_logits_for_metrics", task.build_logits_reducer())
     return Trainer(
         args=args,
         train_dataset=build_torch_dataset(train_table) if train_table is not None else None,
@@ -107,6 +110,9 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
 
     output = train_or_resume(trainer)
     result = build_result_record(trainer, output, world_size=ctx.get_world_size())
+    result["checkpoint_bytes"] = reporter.checkpoint_bytes
+    # Linux reports the peak resident set in KiB; each trial's workers are fresh processes.
+    result["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if deepspeed is not None:
         result["deepspeed"] = build_deepspeed_record(trainer)
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -163,4 +169,13 @@ def build_result_record(trainer: Trainer, output: TrainOutput, *, world_size: in
         "node_id": ray.get_runtime_context().get_node_id(),
         "world_size": world_size,
         "tracking_errors": read_tracking_errors(trainer),
+        **build_parameter_record(trainer.model),
     }
+
+
+def build_parameter_record(model: Any) -> dict[str, Any]:
+    """What trains: ``trainable_parameters``, ``total_parameters`` and their ratio (a peft
+    adapter's is a fraction of a percent)."""
+    trainable, total = count_parameters(model)
+    return {"trainable_parameters": trainable, "total_parameters": total,
+            "trainable_fraction": round(trainable / total, 6) if total else None}

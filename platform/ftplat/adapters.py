@@ -1,0 +1,146 @@
+"""``model.peft``: wrapping a trial's model in a peft adapter, and reading one back.
+
+peft keeps the pretrained weights frozen and trains the adapter plus the task's head
+(``modules_to_save``); the Trainer then saves only those into each checkpoint, so a checkpoint
+is megabytes where the whole model is gigabytes. Export merges the adapter into the base model
+(or copies it alone) with the same functions the workers use.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+from ftplat.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+#: Files peft writes for an adapter (``PeftModel.save_pretrained``).
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+#: Adapter targets of architectures peft has no default for (its defaults cover BERT,
+#: RoBERTa, Llama, Mistral, GPT-2 and most others); the attention query and value
+#: projections, as peft chooses for BERT.
+EXTRA_LORA_TARGETS = {"longformer": ["query", "value"], "distilbert": ["q_lin", "v_lin"]}
+EXTRA_IA3_TARGETS = {"longformer": (["key", "value", "output.dense"], ["output.dense"]),
+                     "distilbert": (["k_lin", "v_lin", "lin2"], ["lin2"])}
+
+
+def build_target_modules(peft_cfg: Any, model_type: str, linear_names: list[str]) -> tuple[Any, Any]:
+    """The modules that get an adapter (and IA3's feed-forward ones) for ``model_type``:
+    the config's, else peft's per-architecture default, else ftplat's; UserError when none."""
+    from peft.utils.constants import (TRANSFORMERS_MODELS_TO_IA3_FEEDFORWARD_MODULES_MAPPING,
+                                      TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING,
+                                      TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
+
+    if peft_cfg.method == "ia3":
+        if peft_cfg.target_modules is not None:
+            # Without named feed-forward modules IA3 scales every target's output.
+            return peft_cfg.target_modules, []
+        if model_type in TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING:
+            return (TRANSFORMERS_MODELS_TO_IA3_TARGET_MODULES_MAPPING[model_type],
+                    TRANSFORMERS_MODELS_TO_IA3_FEEDFORWARD_MODULES_MAPPING[model_type])
+        if model_type in EXTRA_IA3_TARGETS:
+            return EXTRA_IA3_TARGETS[model_type]
+    else:
+        if peft_cfg.target_modules is not None:
+            return peft_cfg.target_modules, None
+        if model_type in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
+            return TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING[model_type], None
+        if model_type in EXTRA_LORA_TARGETS:
+            return EXTRA_LORA_TARGETS[model_type], None
+    shown = ", ".join(sorted(linear_names)[:12])
+    raise UserError(f"model.peft.target_modules: neither peft nor ftplat has a default for model type "
+                    f"{model_type!r}; name the modules (e.g. its attention projections) or use all-linear. "
+                    f"Linear layers of this model end in: {shown}")
+
+
+def build_peft_config(peft_cfg: Any, *, task_type: str | None, model: Any) -> Any:
+    """The peft config (``LoraConfig`` / ``IA3Config``) of ``model.peft`` for ``model``."""
+    import peft
+    import torch
+
+    linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+    targets, feedforward = build_target_modules(peft_cfg, model.config.model_type, linear)
+    common = {"task_type": task_type, "target_modules": targets, "modules_to_save": peft_cfg.modules_to_save}
+    if peft_cfg.method == "ia3":
+        return peft.IA3Config(feedforward_modules=feedforward, **common)
+    return peft.LoraConfig(r=peft_cfg.r, lora_alpha=peft_cfg.lora_alpha, lora_dropout=peft_cfg.lora_dropout,
+                           use_dora=peft_cfg.method == "dora", **common)
+
+
+def run_wrap_peft(model: Any, peft_cfg: Any, *, task_type: str | None) -> Any:
+    """``model`` as a ``PeftModel`` whose adapter and head train, the rest frozen."""
+    import peft
+
+    config = build_peft_config(peft_cfg, task_type=task_type, model=model)
+    try:
+        wrapped = peft.get_peft_model(model, config)
+    except ValueError as exc:
+        # peft names the target modules it could not find; the fix is the config's.
+        raise UserError(f"model.peft: {exc}") from None
+    trainable, total = count_parameters(wrapped)
+    logger.info("peft %s: %d trainable parameters of %d (%.2f%%)", peft_cfg.method, trainable, total,
+                100 * trainable / total)
+    return wrapped
+
+
+def count_parameters(model: Any) -> tuple[int, int]:
+    """Trainable and total parameter counts (ZeRO-3 keeps true sizes in ``ds_numel``)."""
+    trainable = total = 0
+    for param in model.parameters():
+        n = getattr(param, "ds_numel", param.numel())
+        total += n
+        trainable += n if param.requires_grad else 0
+    return trainable, total
+
+
+def is_adapter_dir(names: list[str] | set[str]) -> bool:
+    """Whether a checkpoint's file names are a peft adapter's (not whole model weights)."""
+    names = set(names)
+    return ADAPTER_CONFIG in names and any(w in names for w in ADAPTER_WEIGHTS)
+
+
+def build_merged_model(base_model: Any, adapter_dir: str) -> Any:
+    """``base_model`` (with the task's head) with the adapter of ``adapter_dir`` merged into
+    its weights: a plain transformers model that ``from_pretrained`` loads alone."""
+    import peft
+
+    return peft.PeftModel.from_pretrained(base_model, adapter_dir).merge_and_unload()
+
+
+def build_adapter_model(base_model: Any, adapter_dir: str) -> Any:
+    """``base_model`` with the adapter of ``adapter_dir`` loaded for inference (not merged)."""
+    import peft
+
+    model = peft.PeftModel.from_pretrained(base_model, adapter_dir)
+    model.eval()
+    return model
+
+
+def read_adapter_base(model_dir: str) -> str:
+    """The base model an adapter folder was trained on (``base_model_name_or_path``)."""
+    with open(os.path.join(model_dir, ADAPTER_CONFIG)) as f:
+        return json.load(f).get("base_model_name_or_path") or ""
+
+
+def build_adapter_serving_model(model_dir: str, auto_model: str) -> Any:
+    """The model of an adapter-only export, ready to serve: its base model (from the hub or
+    the path the adapter names) with the head its ``config.json`` describes, and the adapter
+    and trained head of the folder merged in."""
+    import transformers
+
+    base_path = read_adapter_base(model_dir)
+    if not base_path or (os.path.isabs(base_path) and not os.path.isdir(base_path)):
+        raise UserError(f"{model_dir} is an adapter whose base model {base_path!r} is not on this machine; "
+                        "copy the base model to that path, or export the sweep without --adapter-only "
+                        "(a merged model needs no base)")
+    config = transformers.AutoConfig.from_pretrained(model_dir)
+    auto = getattr(transformers, auto_model)
+    # The head's weights come from the adapter's modules_to_save; the base's own head (if any)
+    # may have another shape, as in training.
+    base = auto.from_pretrained(base_path, config=config, ignore_mismatched_sizes=True)
+    return build_merged_model(base, model_dir).eval()

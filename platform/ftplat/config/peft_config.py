@@ -1,0 +1,45 @@
+"""``model.peft``: train a parameter-efficient adapter (the ``peft`` library) instead of the
+whole model. Every field is searchable (``search.parameters.model.peft.r``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ftplat.config.base import StrictModel
+
+#: Fields that only LoRA and DoRA have (IA3 learns scaling vectors, no rank).
+LORA_ONLY_FIELDS = ("r", "lora_alpha", "lora_dropout")
+
+
+class PeftConfig(StrictModel):
+    """An adapter on the frozen pretrained model; the task's head stays fully trainable."""
+
+    method: Literal["lora", "dora", "ia3"] = "lora"
+    """``lora`` (low-rank updates), ``dora`` (LoRA with a learned magnitude, peft's use_dora)
+    or ``ia3`` (learned scaling vectors, fewest parameters)."""
+    r: int = Field(default=8, ge=1)
+    """LoRA/DoRA rank of the update matrices."""
+    lora_alpha: float = Field(default=16, gt=0)
+    """LoRA/DoRA scaling: the update is multiplied by lora_alpha / r."""
+    lora_dropout: float = Field(default=0.05, ge=0, lt=1)
+    """Dropout on the adapter's input (LoRA/DoRA)."""
+    target_modules: list[str] | Literal["all-linear"] | None = None
+    """Module names (or name suffixes) that get an adapter, or ``all-linear``. Default: peft's
+    per-architecture choice (BERT: query, value; Llama: q_proj, v_proj), with ftplat's for
+    architectures peft has none for (Longformer, DistilBERT)."""
+    modules_to_save: list[str] | None = None
+    """Modules trained whole and saved beside the adapter. Default: the task's head
+    (``classifier``/``score``; peft's choice for the head classes it knows)."""
+
+    @model_validator(mode="after")
+    def _method_fields(self):
+        if self.method == "ia3":
+            given = sorted(set(LORA_ONLY_FIELDS) & self.model_fields_set)
+            if given:
+                raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to method lora and dora, "
+                                 "not ia3; remove them")
+        if isinstance(self.target_modules, list) and not self.target_modules:
+            raise ValueError("target_modules is empty; name modules, use all-linear, or leave it out for the default")
+        return self

@@ -1,0 +1,137 @@
+"""What ``masked-lm`` and ``causal-lm`` share: raw text without labels, blocks of tokens, and
+metrics over tokens (accuracy, perplexity) computed from argmax ids, never from whole logits.
+
+A language model's evaluation logits are batch x length x vocabulary (a 30k vocabulary, 128
+tokens and 1000 rows are 15 GB of float32), so the Trainer's ``preprocess_logits_for_metrics``
+keeps the argmax id of each position (:func:`reduce_logits_to_ids`). Perplexity is the
+exponential of the mean evaluation loss, which the Trainer hands to ``compute_metrics`` when
+``include_for_metrics`` holds ``loss`` (the task's training override).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import chain
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ftplat.errors import UserError
+from ftplat.tasks.base import IGNORED_LABEL, Task
+
+#: The tokenizer outputs a language model takes (a tokenizer may return more).
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def group_into_blocks(columns: dict[str, list[list[Any]]], block_size: int) -> dict[str, list[list[Any]]]:
+    """Every column's rows concatenated and cut into ``block_size`` pieces (``run_mlm.py``'s
+    and ``run_clm.py``'s ``group_texts``). Unlike those, the last, shorter block is kept: the
+    collator pads it, and a split smaller than one block still gives one."""
+    flat = {k: list(chain.from_iterable(rows)) for k, rows in columns.items()}
+    total = len(flat["input_ids"])
+    assert all(len(v) == total for v in flat.values()), "columns of one split differ in length"
+    return {k: [v[i:i + block_size] for i in range(0, total, block_size)] for k, v in flat.items()}
+
+
+def reduce_logits_to_ids(logits: Any, labels: Any) -> Any:
+    """The Trainer's ``preprocess_logits_for_metrics``: the predicted token id per position."""
+    if isinstance(logits, tuple):  # extra outputs (hidden states, past key values) follow the logits
+        logits = logits[0]
+    return logits.argmax(dim=-1)
+
+
+def compute_token_accuracy(predictions: np.ndarray, labels: np.ndarray, *, shift: bool) -> float:
+    """The share of labelled tokens predicted right (``IGNORED_LABEL`` positions left out).
+    ``shift``: a causal model's prediction at position i is of the token at i + 1. Predicted
+    ids (N, L), or logits (N, L, V) whose argmax is taken."""
+    preds, labels = np.asarray(predictions), np.asarray(labels)
+    if preds.ndim == labels.ndim + 1:
+        preds = preds.argmax(axis=-1)
+    if shift:
+        preds, labels = preds[:, :-1], labels[:, 1:]
+    keep = labels != IGNORED_LABEL
+    if not keep.any():
+        return float("nan")
+    return float((preds[keep] == labels[keep]).mean())
+
+
+def compute_perplexity(losses: Any) -> float:
+    """exp of the mean evaluation loss (the non-finite losses left out, as the Trainer's
+    ``eval_loss``); inf beyond exp's range, NaN without losses."""
+    if losses is None:
+        return float("nan")
+    values = np.asarray(losses, dtype=np.float64).reshape(-1)
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return float("nan")
+    try:
+        return math.exp(float(values.mean()))
+    except OverflowError:
+        return math.inf
+
+
+def check_text_inputs(task: Task, inputs: list[Any]) -> None:
+    """A language model takes one text per input; UserError naming the first pair."""
+    for number, item in enumerate(inputs, start=1):
+        if not isinstance(item, str):
+            raise UserError(f"input {number} is a sentence pair (a TAB, or a JSON line's text_pair) but the model "
+                            f"is a {task.name} model, which takes one text per input")
+
+
+class LanguageModelTask(Task):
+    """Base of the language-model tasks: no labels column (the targets are the text's own
+    tokens), no classification head, token-level metrics."""
+
+    metrics = {"loss": "min", "perplexity": "min", "accuracy": "max"}
+    default_metric = "loss"
+    accepts_text_pair = False
+    #: Whether the prediction at position i is of the token at i + 1 (causal) or at i (masked).
+    shift_labels: ClassVar[bool] = False
+
+    # --- configuration -------------------------------------------------------------------
+    def resolve_model_defaults(self, model: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+        """Nothing to fill: the head is the model's vocabulary."""
+        return dict(model)
+
+    def check_job(self, job: Any) -> None:
+        self.check_inputs_and_loss(job)
+        for name in ("num_labels", "id2label"):
+            if getattr(job.model, name) is not None:
+                raise ValueError(f"model.{name} is for classification heads; task.type {self.name} predicts tokens of "
+                                 f"the model's vocabulary (its language-model head); remove model.{name}")
+        if job.data.label_columns is not None:
+            raise ValueError(f"data.label_columns is for task.type multi-label-classification; task.type {self.name} "
+                             f"reads raw text without labels ({self.describe_columns(job.data)}); remove it")
+
+    def describe_columns(self, data: Any) -> str:
+        return ", ".join(f"data.{field} {column!r}" for field, column in self.read_columns(data).items())
+
+    # --- data ----------------------------------------------------------------------------
+    def build_labels(self, ds: Any, data: Any, model: Any, split: str) -> np.ndarray:
+        """A placeholder per row: the targets are made from the tokens (by the tokenizing or
+        the collator), and ``Examples`` counts its rows by its labels."""
+        return np.zeros(len(ds), dtype=np.int8)
+
+    def build_stratify_key(self, labels: np.ndarray) -> None:
+        return None
+
+    # --- model ---------------------------------------------------------------------------
+    def build_model_kwargs(self, model: Any) -> dict[str, Any]:
+        return {}
+
+    # --- training ------------------------------------------------------------------------
+    def build_training_overrides(self) -> dict[str, Any]:
+        # The evaluation losses reach compute_metrics (EvalPrediction.losses) for perplexity.
+        return {"include_for_metrics": ["loss"]}
+
+    def build_logits_reducer(self) -> Any:
+        return reduce_logits_to_ids
+
+    # --- metrics -------------------------------------------------------------------------
+    def compute_task_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        return {"accuracy": compute_token_accuracy(predictions, labels, shift=self.shift_labels)}
+
+    def compute_metrics(self, eval_pred: Any) -> dict[str, float]:
+        """Perplexity from the evaluation losses, then accuracy and the user's metrics."""
+        return {"perplexity": compute_perplexity(getattr(eval_pred, "losses", None)),
+                **super().compute_metrics(eval_pred)}

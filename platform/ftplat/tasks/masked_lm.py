@@ -1,0 +1,101 @@
+"""``masked-lm``: domain-adaptive pretraining of a BERT-family model on raw text (``run_mlm.py``).
+
+The texts of ``data.text_column`` are tokenized with their special tokens, concatenated and
+cut into ``data.max_length`` blocks (``task.line_by_line: true``: one truncated sequence per
+text). The tables hold no labels: ``DataCollatorForLanguageModeling`` masks
+``task.mlm_probability`` of each batch's tokens (80% become the mask token, 10% a random
+token, 10% stay) and labels those positions only, in training and evaluation alike. Accuracy
+is over the masked tokens, perplexity is exp of the evaluation loss.
+
+An exported model is a plain Hugging Face folder with its MLM head: ``predict`` fills in the
+mask token, and ``model.name_or_path`` of a later classification sweep starts from it (the
+MLM head is dropped and a new classifier made, as from any pretrained checkpoint).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ftplat.errors import UserError
+from ftplat.tasks.base import column_list
+from ftplat.tasks.language_model import MODEL_INPUTS, LanguageModelTask, check_text_inputs, group_into_blocks
+
+#: Candidates ``predict`` lists for the mask token.
+TOP_K = 5
+
+
+class MaskedLM(LanguageModelTask):
+    name = "masked-lm"
+    description = "Masked language model"
+    pipeline_task = "fill-mask"
+    auto_model = "AutoModelForMaskedLM"
+    # peft has no task type for an MLM head; a LoRA on one is the model's own business.
+    peft_task_type = None
+    shift_labels = False
+
+    # --- configuration -------------------------------------------------------------------
+    def read_columns(self, data: Any) -> dict[str, str]:
+        return {"text_column": data.text_column}
+
+    # --- data ----------------------------------------------------------------------------
+    def build_inputs(self, ds: Any, data: Any, split: str | None = None) -> dict[str, list[Any]]:
+        return {"text": column_list(ds, data.text_column)}
+
+    def prepare_tokenizer(self, tokenizer: Any) -> Any:
+        """The tokenizer must have the mask token the model was pretrained with, and a
+        padding token for the batches."""
+        where = f"model.name_or_path {getattr(tokenizer, 'name_or_path', '?')!r}"
+        if tokenizer.mask_token is None:
+            raise UserError(f"{where} has a tokenizer without a mask token; task.type masked-lm continues the "
+                            "pretraining of a masked language model (BERT, RoBERTa, Longformer...): choose one, or "
+                            "task.type causal-lm for a decoder-only model")
+        if tokenizer.pad_token is None:
+            raise UserError(f"{where} has a tokenizer without a padding token; task.type masked-lm pads its "
+                            "batches: choose a model whose tokenizer has one")
+        return tokenizer
+
+    def tokenize(self, tokenizer: Any, examples: Any, data: Any) -> dict[str, list[Any]]:
+        """Model inputs only (no labels: the collator masks and labels each batch)."""
+        texts = examples.inputs["text"]
+        if self.settings.line_by_line:
+            encoded = tokenizer(texts, truncation=True, max_length=data.max_length,
+                                padding="max_length" if data.pad_to_max_length else False)
+            return {k: encoded[k] for k in MODEL_INPUTS if k in encoded}
+        # Whole texts: the blocks are cut from their concatenation, so nothing is truncated.
+        encoded = tokenizer(texts, verbose=False)
+        return group_into_blocks({k: encoded[k] for k in MODEL_INPUTS if k in encoded}, data.max_length)
+
+    def build_collator(self, tokenizer: Any) -> Any:
+        from transformers import DataCollatorForLanguageModeling
+
+        return DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=self.settings.mlm_probability)
+
+    # --- serving -------------------------------------------------------------------------
+    def build_predict_call_kwargs(self) -> dict[str, Any]:
+        return {"top_k": TOP_K}
+
+    def run_predict(self, pipe: Any, inputs: list[Any], *, batch_size: int = 32) -> list[dict[str, Any]]:
+        """The ``TOP_K`` likeliest tokens for the one mask token of each text."""
+        check_text_inputs(self, inputs)
+        mask = pipe.tokenizer.mask_token
+        for number, text in enumerate(inputs, start=1):
+            count = text.count(mask)
+            if count != 1:
+                raise UserError(f"input {number} holds {count} mask tokens; a masked-lm model fills in one: put "
+                                f"{mask} once where the word goes (e.g. 'the movie was {mask}')")
+        results = pipe(inputs, batch_size=batch_size, **self.build_predict_call_kwargs())
+        if len(inputs) == 1 and results and isinstance(results[0], dict):
+            results = [results]  # the fill-mask pipeline unwraps a list of one input
+        return [self.format_prediction(r) for r in results]
+
+    def format_prediction(self, result: Any) -> dict[str, Any]:
+        return {"predictions": [{"token": r["token_str"], "score": round(float(r["score"]), 6)} for r in result]}
+
+    def format_prediction_line(self, prediction: dict[str, Any]) -> str:
+        return ", ".join(f"{p['token']}:{p['score']:.4f}" for p in prediction["predictions"])
+
+    def build_usage_example(self) -> list[str]:
+        return ["from transformers import pipeline",
+                f'fill = pipeline("{self.pipeline_task}", model="<this directory>")',
+                'fill(f"the movie was {fill.tokenizer.mask_token}.", top_k=5)  # [{"token_str", "score", ...}, ...]',
+                "# or fine-tune it for a task: model.name_or_path: <this directory> in a text-classification sweep"]

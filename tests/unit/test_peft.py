@@ -1,0 +1,177 @@
+"""``model.peft``: the config and its refusals, the adapter the workers train (base frozen, head
+trainable), and a peft checkpoint written back as a merged model or as the adapter alone,
+both serving the same predictions as the adapter they came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ftplat.adapters import build_target_modules, count_parameters, is_adapter_dir
+from ftplat.checkpoints.model_dir import run_write_model_dir
+from ftplat.checkpoints.sizes import build_checkpoint_bytes
+from ftplat.config.loading import load_sweep_configs
+from ftplat.config.peft_config import PeftConfig
+from ftplat.config.schema import JobConfig
+from ftplat.errors import ConfigError, UserError
+from ftplat.tasks import build_task
+from ftplat.train.modeling import build_model
+
+TEXTS = ["great movie loved it", "awful boring film"]
+
+
+def peft_job(model_dir: Path, data_dir: Path | None = None, **peft) -> dict:
+    return {"model": {"name_or_path": str(model_dir), "peft": {"method": "lora", "r": 4, **peft}},
+            "data": {"source": str(data_dir or model_dir), "max_length": 32}}
+
+
+# --- config ------------------------------------------------------------------------------
+def test_defaults_and_method_fields():
+    cfg = PeftConfig()
+    assert (cfg.method, cfg.r, cfg.lora_alpha, cfg.target_modules, cfg.modules_to_save) == ("lora", 8, 16, None, None)
+    with pytest.raises(ValueError, match="r applies to method lora and dora, not ia3"):
+        PeftConfig(method="ia3", r=4)
+    with pytest.raises(ValueError, match="target_modules is empty"):
+        PeftConfig(target_modules=[])
+    assert PeftConfig(target_modules="all-linear").target_modules == "all-linear"
+
+
+def test_peft_and_trainable_patterns_refused_together():
+    with pytest.raises(ValueError, match="trainable_patterns and peft both choose what trains"):
+        JobConfig.model_validate({"model": {"peft": {}, "trainable_patterns": ["classifier"]}})
+
+
+def test_peft_fields_are_searchable(tmp_path):
+    job, space = load_sweep_configs(None, None, [
+        "model.peft.method=lora", "search.parameters.model.peft.r={type: choice, values: [4, 8, 16]}",
+        "search.parameters.model.peft.lora_alpha={type: uniform, low: 8.0, high: 32.0}"])
+    assert job.model.peft.r == 8 and set(space.parameters) == {"model.peft.r", "model.peft.lora_alpha"}
+    with pytest.raises(ConfigError, match=r"model.peft is not set in the job config; set it"):
+        load_sweep_configs(None, None, ["search.parameters.model.peft.r={type: choice, values: [4, 8]}"])
+    with pytest.raises(ConfigError, match=r"parameters.model.peft.r can take 0"):
+        load_sweep_configs(None, None, ["model.peft.method=lora",
+                                        "search.parameters.model.peft.r={type: choice, values: [0, 8]}"])
+
+
+def test_zero3_with_peft_is_refused_before_any_work():
+    with pytest.raises(ConfigError, match="ZeRO stage 3, which ftplat does not run with model.peft"):
+        load_sweep_configs(None, None, ["model.peft.method=lora", "training.deepspeed=zero3"])
+    job, _ = load_sweep_configs(None, None, ["model.peft.method=lora", "training.deepspeed=zero2"])
+    assert job.training.deepspeed == "zero2"
+
+
+def test_target_module_defaults_per_architecture():
+    assert build_target_modules(PeftConfig(), "bert", []) == (["query", "value"], None)
+    assert build_target_modules(PeftConfig(), "llama", []) == (["q_proj", "v_proj"], None)
+    assert build_target_modules(PeftConfig(), "longformer", []) == (["query", "value"], None)
+    assert build_target_modules(PeftConfig(target_modules=["dense"]), "bert", []) == (["dense"], None)
+    targets, feedforward = build_target_modules(PeftConfig(method="ia3"), "bert", [])
+    assert set(feedforward) <= set(targets)
+    with pytest.raises(UserError, match=r"neither peft nor ftplat has a default for model type 'mystery'.*end in: proj_a, proj_b"):
+        build_target_modules(PeftConfig(), "mystery", ["proj_b", "proj_a"])
+
+
+def test_every_task_names_its_peft_task_type():
+    assert build_task("text-classification").peft_task_type == "SEQ_CLS"
+    assert build_task("regression").peft_task_type == "SEQ_CLS"
+    assert build_task("token-classification").peft_task_type == "TOKEN_CLS"
+
+
+# --- the model the workers train -----------------------------------------------------------
+@pytest.mark.parametrize("method", ["lora", "dora", "ia3"])
+def test_adapter_trains_with_the_head_and_the_base_frozen(tiny_model_dir, method):
+    peft = {"method": method} if method == "ia3" else {"method": method, "r": 4}
+    job = JobConfig.model_validate({"model": {"name_or_path": str(tiny_model_dir), "peft": peft}})
+    model = build_model(job)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert any("classifier" in n for n in trainable)
+    assert not any("word_embeddings" in n for n in trainable)
+    assert any(("lora_" if method != "ia3" else "ia3_") in n for n in trainable)
+    count, total = count_parameters(model)
+    assert 0 < count < total / 2
+
+
+def test_trainable_patterns_still_choose_without_peft(tiny_model_dir):
+    job = JobConfig.model_validate({"model": {"name_or_path": str(tiny_model_dir), "trainable_patterns": ["classifier"]}})
+    model = build_model(job)
+    assert {n for n, p in model.named_parameters() if p.requires_grad} == {"classifier.weight", "classifier.bias"}
+
+
+# --- a peft checkpoint as a model folder ----------------------------------------------------
+@pytest.fixture(scope="module")
+def adapter_checkpoint(tiny_model_dir, tmp_path_factory):
+    """An adapter and head saved the way the Trainer saves a peft checkpoint, with non-zero
+    LoRA updates (a fresh adapter's are zero, which would hide a merge that drops them)."""
+    from transformers import AutoTokenizer
+
+    root = tmp_path_factory.mktemp("peft-ckpt") / "checkpoint-8"
+    job = JobConfig.model_validate(peft_job(tiny_model_dir))
+    torch.manual_seed(0)
+    model = build_model(job)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.requires_grad:
+                param.add_(torch.randn_like(param) * 0.5)
+    model.save_pretrained(root)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(root)
+    (root / "optimizer.pt").write_bytes(b"x" * 1000)
+    (root / "trainer_state.json").write_text("{}")
+    model.eval()
+    return root, peft_job(tiny_model_dir), model
+
+
+def predict_logits(model, model_dir) -> torch.Tensor:
+    from transformers import AutoTokenizer
+
+    batch = AutoTokenizer.from_pretrained(model_dir)(TEXTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        return model(**batch).logits
+
+
+def test_merged_export_loads_alone_and_predicts_as_the_adapter(adapter_checkpoint, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    ckpt, job, adapted = adapter_checkpoint
+    record = run_write_model_dir(str(ckpt), str(tmp_path / "merged"), job)
+    assert record["weights"] == "merged" and record["base_model"] == job["model"]["name_or_path"]
+    names = {p.name for p in (tmp_path / "merged").iterdir()}
+    assert "model.safetensors" in names and not is_adapter_dir(names) and "optimizer.pt" not in names
+    merged = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").eval()
+    assert torch.allclose(predict_logits(merged, ckpt), predict_logits(adapted, ckpt), atol=1e-5)
+
+
+def test_adapter_only_export_serves_through_the_task(adapter_checkpoint, tmp_path):
+    ckpt, job, adapted = adapter_checkpoint
+    out = tmp_path / "adapter"
+    assert run_write_model_dir(str(ckpt), str(out), job, adapter_only=True)["weights"] == "adapter"
+    names = {p.name for p in out.iterdir()}
+    assert is_adapter_dir(names) and "config.json" in names and "model.safetensors" not in names
+    assert json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == job["model"]["name_or_path"]
+    task = build_task("text-classification")
+    served = task.run_predict(task.build_pipeline(str(out)), TEXTS)
+    expected = torch.softmax(predict_logits(adapted, ckpt), dim=-1).max(dim=-1).values
+    assert [round(p["score"], 4) for p in served] == [round(float(v), 4) for v in expected]
+
+
+def test_adapter_exports_refuse_what_they_cannot_do(adapter_checkpoint, tiny_model_dir, tmp_path):
+    ckpt, job, _ = adapter_checkpoint
+    with pytest.raises(UserError, match="has no sweep_config.json naming the base model"):
+        run_write_model_dir(str(ckpt), str(tmp_path / "a"), None)
+    with pytest.raises(UserError, match="--adapter-only: .* holds whole model weights"):
+        run_write_model_dir(str(tiny_model_dir), str(tmp_path / "b"), job, adapter_only=True)
+    moved = json.loads((ckpt / "adapter_config.json").read_text())
+    gone = tmp_path / "adapter-elsewhere"
+    run_write_model_dir(str(ckpt), str(gone), job, adapter_only=True)
+    (gone / "adapter_config.json").write_text(json.dumps({**moved, "base_model_name_or_path": "/nowhere/base"}))
+    with pytest.raises(UserError, match="base model '/nowhere/base' is not on this machine"):
+        build_task("text-classification").build_pipeline(str(gone))
+
+
+def test_checkpoint_bytes_separate_the_model_from_training_state(adapter_checkpoint):
+    ckpt, _, _ = adapter_checkpoint
+    sizes = build_checkpoint_bytes(str(ckpt))
+    assert sizes["total"] - sizes["model"] >= 1000
+    assert sizes["model"] >= (ckpt / "adapter_model.safetensors").stat().st_size
