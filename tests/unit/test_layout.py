@@ -33,3 +33,19 @@ def test_required_top_level_layout():
 def test_job_scripts_are_thin():
     for script in (REPO / "jobs").glob("*.py"):
         assert len(script.read_text().splitlines()) <= 30, script
+
+
+def test_test_module_names_are_unique_across_test_folders():
+    # The test folders are not packages: pytest imports each file as a top-level module by its
+    # basename, so two files of one name make collection fail for the whole suite.
+    seen = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        assert path.name not in seen, f"{path} and {seen[path.name]} share a module name"
+        seen[path.name] = path
+
+
+def test_benchmark_scripts_do_not_shadow_libraries():
+    # A script's folder comes first on sys.path: benchmarks/peft.py would be imported as `peft`.
+    forbidden = {"peft", "ray", "mlflow", "optuna", "deepspeed", "torch", "transformers", "datasets",
+                 "platform", "yaml", "accelerate", "evaluate", "sklearn", "seqeval"}
+    assert not {p.stem for p in (REPO / "benchmarks").glob("*.py")} & forbidden

@@ -175,3 +175,24 @@ def test_checkpoint_bytes_separate_the_model_from_training_state(adapter_checkpo
     sizes = build_checkpoint_bytes(str(ckpt))
     assert sizes["total"] - sizes["model"] >= 1000
     assert sizes["model"] >= (ckpt / "adapter_model.safetensors").stat().st_size
+
+
+def test_the_winner_lines_say_what_trained_and_what_a_checkpoint_weighs():
+    from ftplat.records import SweepSummary
+    from ftplat.tune.summary import format_winner_line
+
+    ckpt = {"path": "/s/train-a/checkpoint-4", "exists": True, "step": 4, "epoch": 1.0, "eval_accuracy": 0.8}
+    trial = {"trial_id": "a", "status": "TERMINATED", "hyperparameters": {"model.peft.r": 8}, "scores": {"last": 0.8},
+             "history": [], "best_checkpoint": ckpt,
+             "train_result": {"trainable_parameters": 341_378, "total_parameters": 22_713_602,
+                              "checkpoint_bytes": {"total": 4_400_000, "model": 1_500_000},
+                              "peak_memory_bytes": 3 * 2**30 // 2}}
+    summary = SweepSummary.from_dict({
+        "sweep_name": "s", "sweep_path": "/s", "objective": {"metric": "eval_accuracy", "mode": "max"},
+        "scope": "last", "metric_for_best_model": "eval_accuracy", "trials": [trial],
+        "winner": {"trial_id": "a", "score": 0.8, "hyperparameters": trial["hyperparameters"], "best_checkpoint": ckpt}})
+    assert format_winner_line(summary).splitlines()[-1] == (
+        "  trained: 341,378 of 22,713,602 parameters (1.50%); a checkpoint 1.4 MiB of model, 4.2 MiB with "
+        "training state; peak worker memory 1.5 GiB")
+    del trial["train_result"]
+    assert "trained:" not in format_winner_line(SweepSummary.from_dict({**summary.to_dict(), "trials": [trial]}))

@@ -227,7 +227,30 @@ def format_winner_line(summary: SweepSummary) -> str:
     ckpt = redact_text(w.best_checkpoint.path) if w.best_checkpoint else "none"
     line = (f"Winner (scope={summary.scope}): trial {w.trial_id} {metric}={_fmt(w.score)} "
             f"[{params}] best checkpoint: {ckpt}")
-    return "\n".join([line, *format_selection_lines(summary)])
+    return "\n".join([line, *format_selection_lines(summary), *format_cost_lines(summary)])
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def format_cost_lines(summary: SweepSummary) -> list[str]:
+    """What the winner trained and what its checkpoints weigh (a peft adapter's: megabytes)."""
+    trial = summary.winner_trial()
+    result = (trial.train_result if trial else None) or {}
+    if not result.get("total_parameters"):
+        return []
+    line = (f"  trained: {result['trainable_parameters']:,} of {result['total_parameters']:,} parameters "
+            f"({100 * result['trainable_parameters'] / result['total_parameters']:.2f}%)")
+    sizes = result.get("checkpoint_bytes") or {}
+    if sizes.get("total"):
+        line += f"; a checkpoint {_bytes(sizes['model'])} of model, {_bytes(sizes['total'])} with training state"
+    if result.get("peak_memory_bytes"):
+        line += f"; peak worker memory {_bytes(result['peak_memory_bytes'])}"
+    return [line]
 
 
 def format_selection_lines(summary: SweepSummary) -> list[str]:
