@@ -22,9 +22,11 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> 
         if value < 1:
             print(f"error: {flag} must be at least 1, got {value}", file=sys.stderr)
             return EXIT_USAGE
+    from ftplat.zero.config import check_deepspeed_installed
     from ftplat.zero.estimate import build_estimate_report, build_meta_model
 
     try:
+        check_deepspeed_installed("ftplat ds-estimate")
         model = build_meta_model(args.model, trust_remote_code=args.trust_remote_code)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

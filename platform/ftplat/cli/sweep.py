@@ -16,6 +16,8 @@ from ftplat.config.loading import load_sweep_configs
 from ftplat.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
 if TYPE_CHECKING:
+    from ftplat.config.schema import JobConfig
+    from ftplat.config.search_space import SearchSpaceConfig
     from ftplat.records import SweepSummary
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,9 @@ def build_parser(prog: str = "ftplat sweep") -> argparse.ArgumentParser:
     p.add_argument("--storage", help="shorthand for storage.storage_path=...")
     p.add_argument("--name", help="shorthand for storage.sweep_name=...")
     p.add_argument("--resume", action="store_true", help="continue the sweep named by --name")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the configs, storage and this machine, print the plan (configs, trials, "
+                        "resources, storage estimate) and exit; starts no Ray and writes nothing")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="set a config field (see below); before, between or after the options")
     return p
@@ -132,7 +137,8 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     """Exit 0 with a winner; 2 on bad input (one ``error:`` line naming the field and the fix,
     nothing written, Ray not started); 1 on any other failure (one ``error:`` line naming the
     log file that holds the traceback), or when no trial produced a score, the final retention
-    pass failed or MLflow tracking failed (one ``error:`` line each)."""
+    pass failed or MLflow tracking failed (one ``error:`` line each). ``--dry-run``: exit 0
+    after the read-only checks, with the plan on stdout."""
     args = parse_sweep_args(argv, prog)
     configure_logging()
     try:
@@ -140,8 +146,17 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
         if args.resume and not job.storage.sweep_name:
             raise UserError("--resume needs the sweep's name: pass --name NAME")
         # Heavy imports (torch, Ray, transformers) only once the configs are known good.
+        if args.dry_run:
+            print(build_dry_run_text(job, space, resume=args.resume))
+            return EXIT_OK
+        from ftplat.tune.plan import check_dry_run, read_cpu_sweep_warning
         from ftplat.tune.sweep import run_sweep
 
+        # The read-only checks first, so a sweep refused by them prints its one error line only.
+        check_dry_run(job, space, resume=args.resume)
+        warning = read_cpu_sweep_warning(job, space)
+        if warning:
+            logger.warning(warning)
         summary = run_sweep(job, space, resume=args.resume)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -153,6 +168,19 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     for line in failures:
         print(f"error: {line}", file=sys.stderr)
     return EXIT_FAILURE if failures else EXIT_OK
+
+
+def build_dry_run_text(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> str:
+    """The read-only checks, then the plan; warnings (the CPU one included) are logged."""
+    from ftplat.tune.plan import (build_cpu_sweep_warning, build_storage_estimate, check_dry_run,
+                                  format_sweep_plan, read_parameter_count)
+
+    sweep_path, warnings = check_dry_run(job, space, resume=resume)
+    count = read_parameter_count(job)
+    cpu_warning = build_cpu_sweep_warning(job, space, count)
+    for line in warnings + ([cpu_warning] if cpu_warning else []):
+        logger.warning(line)
+    return format_sweep_plan(job, space, sweep_path=sweep_path, estimate=build_storage_estimate(job, space, count))
 
 
 def format_sweep_failures(summary: SweepSummary) -> list[str]:

@@ -11,7 +11,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ftplat.config.schema import JobConfig, looks_like_local_path
-from ftplat.config.search_space import SearchSpaceConfig, check_against_job
+from ftplat.config.search_space import (SearchSpaceConfig, build_default_parameter_data,
+                                         check_against_job)
 from ftplat.errors import ConfigError
 from ftplat.tasks import build_task
 from ftplat.zero.config import build_sweep_deepspeed_configs, is_preset
@@ -220,6 +221,10 @@ def load_sweep_configs(
     check_misplaced_keys(_override_keys(space_overrides), source="override", own=SearchSpaceConfig,
                          other=JobConfig, other_name="job-config",
                          fix=f"job-config overrides take no {SEARCH_PREFIX!r} prefix, e.g. training.learning_rate=3.0e-5")
+    # The default parameters are spelled out before the overrides, so that overriding one of
+    # them changes that one and keeps the others searched, with or without a file.
+    if "parameters" not in space_data:
+        space_data = {**space_data, "parameters": build_default_parameter_data()}
     space_data = apply_overrides(space_data, space_overrides, dotted_sections=("parameters",))
     space = validate(SearchSpaceConfig, build_objective_defaults(space_data, job), source=space_source)
     try:

@@ -108,6 +108,12 @@ def _default_parameters() -> dict[str, Any]:
     }
 
 
+def build_default_parameter_data() -> dict[str, dict[str, Any]]:
+    """The default parameters as YAML-shaped data, so overrides merge into them exactly as
+    they merge into a file's ``parameters``."""
+    return {path: param.model_dump() for path, param in _default_parameters().items()}
+
+
 class SearchSpaceConfig(StrictModel):
     """A sweep: what varies, what is optimised, and how many trials run."""
 

@@ -10,6 +10,7 @@ would all fail never starts. Nothing here imports torch or DeepSpeed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from importlib import resources
@@ -42,6 +43,23 @@ AUTO_FIELDS = {
 #: train_batch_size is a product of three fields; any of them being searched needs "auto".
 TRAIN_BATCH_FIELDS = ("resources.num_workers", "training.per_device_train_batch_size",
                       "training.gradient_accumulation_steps")
+
+
+#: How to get DeepSpeed, which is an optional extra of ftplat.
+DEEPSPEED_INSTALL = "pip install 'ftplat[deepspeed]'"
+
+
+def check_deepspeed_installed(what: str, *, otherwise: str = "") -> None:
+    """Refuse ``what`` (the field or command that needs DeepSpeed) when DeepSpeed is not
+    installed, naming the install command (and ``otherwise``, the other fix); found without
+    importing it (seconds, and CUDA probes)."""
+    try:
+        found = importlib.util.find_spec("deepspeed") is not None
+    except (ImportError, ValueError):  # a module entry of None, or a broken install
+        found = False
+    if not found:
+        raise UserError(f"{what} needs DeepSpeed, which is not installed; run {DEEPSPEED_INSTALL}"
+                        + (f", or {otherwise}" if otherwise else ""))
 
 
 def is_preset(spec: str) -> bool:
@@ -258,6 +276,8 @@ def build_deepspeed_config(job, searched: set[str] = frozenset()) -> dict[str, A
     spec = job.training.deepspeed
     if spec is None:
         return None
+    check_deepspeed_installed(f"training.deepspeed {spec!r}",
+                              otherwise="remove training.deepspeed to train without it")
     config = load_deepspeed_spec(spec, job)
     problems = build_conflicts(config, job, set(searched)) + build_hardware_conflicts(config, job)
     if problems:

@@ -14,7 +14,8 @@ import tempfile
 
 import pyarrow.fs as pafs
 
-from ftplat.storage import resolve_storage
+from ftplat.storage import mask_uri_credentials, resolve_storage
+from ftplat.zero.config import check_deepspeed_installed
 
 #: DeepSpeed names the shard folder of the newest save in this file.
 LATEST_TAG_FILE = "latest"
@@ -33,6 +34,7 @@ def is_zero_checkpoint(checkpoint_uri: str) -> bool:
 def run_consolidate_zero_checkpoint(checkpoint_uri: str, dest: str) -> list[str]:
     """Write the fp32 weights of a ZeRO checkpoint (local or in remote storage) to ``dest``
     as safetensors; return the names written."""
+    check_deepspeed_installed(f"the ZeRO checkpoint {mask_uri_credentials(checkpoint_uri)!r}")
     from deepspeed.utils.zero_to_fp32 import convert_zero_checkpoint_to_state_dict
 
     fs, path = resolve_storage(checkpoint_uri)
