@@ -13,12 +13,14 @@ from ftplat.checkpoints.gc import read_gc_plan, run_gc_plan
 from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
-from ftplat.layout import build_summary_uri, build_sweep_config_uri
-from ftplat.ray_internals import read_dashboard_url
+from ftplat.environment import scoped_environ
+from ftplat.layout import build_summary_uri, build_sweep_config_uri, build_train_run_uri, build_trial_result_uri
+from ftplat.ray_internals import read_dashboard_url, read_trial_error
 from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
 from ftplat.runtime import check_trial_fits_nodes, run_ray_init
 from ftplat.storage import check_writable, path_exists, write_json
-from ftplat.tracking.report import build_parent_params, run_finish_sweep
+from ftplat.tracking.params import build_parent_params
+from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
 from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.preflight import check_sweep_preflight
@@ -71,13 +73,53 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             num_samples=space.num_samples,
         ),
         run_config=tune.RunConfig(name=sweep_name, storage_path=job.storage.storage_path, verbose=1,
-                                  callbacks=build_sweep_callbacks(job, space, sweep_path)),
+                                  callbacks=build_sweep_callbacks(job, space, sweep_path),
+                                  progress_reporter=build_progress_reporter(space)),
     )
+
+
+#: Tune's switch back to the output that honours ``progress_reporter`` (its newer output
+#: ignores it, and shows neither the objective nor the scope).
+LEGACY_OUTPUT_ENV = "RAY_AIR_NEW_OUTPUT"
+
+
+def build_progress_reporter(space: SearchSpaceConfig) -> tune.CLIReporter:
+    """Tune's progress table: each trial's searched values, evaluations and scope score, best first."""
+    return tune.CLIReporter(
+        parameter_columns={p: p.rsplit(".", 1)[-1] for p in space.parameters},
+        metric_columns={"num_evaluations": "evals", OBJECTIVE_KEY: f"{space.objective.metric}[{space.scope}]",
+                        space.objective.metric: space.objective.metric},
+        sort_by_metric=True, max_report_frequency=30)  # metric and mode: Tune sets TuneConfig's
+
+
+class TrialEndLogCallback(tune.Callback):
+    """One line when a trial ends: finished, stopped by the scheduler, or failed and why."""
+
+    def __init__(self, *, sweep_path: str, metric: str, scope: str):
+        self.sweep_path, self.metric, self.scope = sweep_path, metric, scope
+
+    def _so_far(self, trial) -> str:
+        result = trial.last_result or {}
+        score = result.get(OBJECTIVE_KEY)
+        shown = f"{score:.4g}" if isinstance(score, (int, float)) else "-"
+        return f"{result.get('num_evaluations') or 0} evaluation(s), {self.metric}[{self.scope}]={shown}"
+
+    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
+        # A trial that trained to its end wrote its training record; one the scheduler stopped did not.
+        done = path_exists(build_trial_result_uri(build_train_run_uri(self.sweep_path, trial.trial_id)))
+        logger.info("Trial %s %s: %s", trial.trial_id, "finished" if done else "stopped by the scheduler",
+                    self._so_far(trial))
+
+    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
+        # Storage gets Tune's error file at its next sync: until then only Tune's own log has it.
+        why = read_trial_error(trial) or "error (details in the trial folder)"
+        logger.info("Trial %s failed after %s: %s", trial.trial_id, self._so_far(trial), why)
 
 
 def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> list[tune.Callback]:
     # Stopped and failed trials leave their node-local scratch behind (their workers are killed).
-    callbacks: list[tune.Callback] = [ScratchCleanupCallback()]
+    callbacks: list[tune.Callback] = [ScratchCleanupCallback(), TrialEndLogCallback(
+        sweep_path=sweep_path, metric=space.objective.metric, scope=space.scope)]
     if not job.retention.apply_during_sweep:
         return callbacks
     return [*callbacks, LiveRetentionCallback(
@@ -138,7 +180,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                             deepspeed_configs=pre.deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         try:
-            grid = tuner.fit()
+            with scoped_environ({LEGACY_OUTPUT_ENV: "0"}, keep_set=True):
+                grid = tuner.fit()
             summary = read_sweep_summary(
                 tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
                 sweep_name=sweep_name,

@@ -1,0 +1,148 @@
+"""``ftplat sweeps list [STORAGE]`` and ``ftplat sweeps show SWEEP``: how far sweeps are, read
+from storage alone (no Ray connection), as text or ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from ftplat.errors import EXIT_OK, EXIT_USAGE, UserError
+
+
+def build_default_storage() -> str:
+    from ftplat.config.schema import StorageConfig
+
+    return StorageConfig.model_fields["storage_path"].default
+
+
+def build_sweep_uri(sweep: str, storage: str) -> str:
+    """A URI or a path (one with a ``/``, or starting with ``~`` or ``.``) as given; a bare
+    name is a sweep under ``storage``, or a folder here when ``storage`` has none of that name."""
+    from ftplat.layout import build_sweep_config_uri
+    from ftplat.storage import join_uri, path_exists
+
+    if "://" in sweep or "/" in sweep or sweep.startswith(("~", ".")):
+        return sweep
+    under_root = join_uri(storage, sweep)
+    if not path_exists(build_sweep_config_uri(under_root)) and os.path.isdir(sweep):
+        return sweep
+    return under_root
+
+
+def format_bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if value != 0 and abs(value) < 1e-2 else f"{value:.4f}"
+    return str(value)
+
+
+def format_age(then: float | None, now: float) -> str:
+    return "-" if then is None else f"{format_duration(max(now - then, 0.0))} ago"
+
+
+def format_sweep_status(status, now: float) -> str:
+    """The sweep's head lines, then a table of its trials (the leader marked ``*``)."""
+    done = status.trials_done
+    running = sum(1 for t in status.trials if t.status == "RUNNING")
+    lines = [f"Sweep {status.name}: {status.status} (last change {format_age(status.last_change, now)}) "
+             f"{status.path}",
+             f"objective {status.metric} ({status.mode}), scope {status.scope}; trials {done} done of "
+             f"{status.num_samples}, {running} running",
+             f"elapsed {format_duration(status.elapsed_s)}, estimated remaining {format_duration(status.remaining_s)}; "
+             f"storage {format_bytes(status.storage_bytes)} in {status.storage_files} files"]
+    leader = status.leader_trial()
+    if leader:
+        params = ", ".join(f"{k}={format_value(v)}" for k, v in leader.hyperparameters.items())
+        lines.append(f"leader: trial {leader.trial_id} {status.metric}[{status.scope}]={format_value(leader.score)} "
+                     f"[{params}]")
+    else:
+        lines.append("leader: none yet (no trial has a finite score)")
+    lines += [f"error: {e}" for e in status.errors]
+    params = list(dict.fromkeys(k for t in status.trials for k in t.hyperparameters))
+    headers = ["", "trial", "status", *[p.split(".")[-1] for p in params], "evals", f"score[{status.scope}]", "best",
+               "time", "ended"]
+    rows = [["*" if t.trial_id == status.leader else "", t.trial_id, t.status,
+             *[format_value(t.hyperparameters.get(p)) for p in params], str(t.num_evaluations),
+             format_value(t.score), format_value(t.best), format_duration(t.duration_s),
+             (t.ended or "-") + (f": {t.error}" if t.error else "")] for t in status.trials]
+    widths = [max(len(x) for x in col) for col in zip(headers, *rows)]
+    lines += ["", *("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [headers, *rows])]
+    return "\n".join(lines)
+
+
+def format_sweep_list(statuses: list, now: float) -> str:
+    headers = ["sweep", "status", "trials", "leader score", "size", "last change"]
+    rows = []
+    for s in statuses:
+        leader = s.leader_trial()
+        rows.append([s.name, s.status, f"{s.trials_done}/{s.num_samples}",
+                     f"{format_value(leader.score)} ({s.metric}[{s.scope}])" if leader else "-",
+                     format_bytes(s.storage_bytes), format_age(s.last_change, now)])
+    widths = [max(len(x) for x in col) for col in zip(headers, *rows)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [headers, *rows])
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    from ftplat.tune.status import DEFAULT_STALE_AFTER_S
+
+    p = argparse.ArgumentParser(prog=prog, description="How far sweeps are, read from storage (no Ray connection).")
+    sub = p.add_subparsers(dest="action", required=True)
+    ls = sub.add_parser("list", help="one line per sweep under a storage root")
+    ls.add_argument("storage", nargs="?", help="the storage root (local path or s3://; default: the job default, "
+                    f"{build_default_storage()})")
+    show = sub.add_parser("show", help="a sweep's status, trials, leader, time and storage")
+    show.add_argument("sweep", help="a sweep name under --storage, or the sweep folder (local path or s3://)")
+    show.add_argument("--storage", help=f"the storage root a sweep name is under (default {build_default_storage()})")
+    for action in (ls, show):
+        action.add_argument("--json", action="store_true", help="print one JSON object")
+        action.add_argument("--stale-after", type=float, default=DEFAULT_STALE_AFTER_S, metavar="SECONDS",
+                            help="a sweep without a summary whose folder has not changed for this long is "
+                                 "reported interrupted, not running (default %(default)s)")
+    return p
+
+
+def main(argv: list[str] | None = None, *, prog: str = "ftplat sweeps") -> int:
+    args = build_parser(prog).parse_args(argv)
+    from ftplat.storage import join_uri, mask_uri_credentials, path_exists
+    from ftplat.tune.status import read_sweep_names, read_sweep_status
+
+    now = time.time()
+    try:
+        if args.action == "show":
+            uri = build_sweep_uri(args.sweep, args.storage or build_default_storage())
+            status = read_sweep_status(uri, now=now, stale_after_s=args.stale_after)
+            text = json.dumps(status.to_dict(), indent=2) if args.json else format_sweep_status(status, now)
+        else:
+            root = args.storage or build_default_storage()
+            if not path_exists(root):
+                raise UserError(f"STORAGE {mask_uri_credentials(root)!r} does not exist")
+            statuses = [read_sweep_status(join_uri(root, n), now=now, stale_after_s=args.stale_after)
+                        for n in read_sweep_names(root)]
+            text = (json.dumps({"storage": root, "sweeps": [s.to_dict() for s in statuses]}, indent=2) if args.json
+                    else format_sweep_list(statuses, now) if statuses else f"no sweeps under {root}")
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(mask_uri_credentials(text))
+    return EXIT_OK

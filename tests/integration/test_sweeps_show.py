@@ -1,0 +1,103 @@
+"""``ftplat sweeps show`` against a real sweep while it runs (a trial done, the next one
+running, a leader) and after it ends, read from storage only by a separate process; and what
+the sweep itself prints as it goes (Tune's table with the scope score and the searched values,
+a line per trial that ends)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from ftplat.config.loading import load_sweep_configs
+from ftplat.tune.status import read_sweep_status
+from ftplat.tune.sweep import run_sweep
+
+pytestmark = pytest.mark.integration
+
+NUM_TRIALS, EPOCHS = 3, 2
+
+
+def run_show(sweep_dir) -> dict:
+    out = subprocess.run([sys.executable, "-m", "ftplat.cli.main", "sweeps", "show", str(sweep_dir), "--json"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    return json.loads(out)
+
+
+def is_mid_sweep(shown: dict) -> bool:
+    """A trial done, another running, a leader, the sweep not over."""
+    return (shown["status"] == "running" and 1 <= shown["trials_done"] < NUM_TRIALS
+            and any(t["status"] == "RUNNING" for t in shown["trials"]) and shown["leader"] is not None)
+
+
+class ShowWhileRunning(threading.Thread):
+    """Watches storage cheaply in this process; once the sweep is mid-way, runs the command."""
+
+    def __init__(self, sweep_dir):
+        super().__init__(daemon=True)
+        self.sweep_dir, self.shown, self.stop = sweep_dir, [], threading.Event()
+
+    def run(self):
+        while not self.stop.is_set() and not any(is_mid_sweep(s) for s in self.shown):
+            try:
+                if is_mid_sweep(read_sweep_status(str(self.sweep_dir)).to_dict()):
+                    self.shown.append(run_show(self.sweep_dir))
+            except Exception:  # noqa: BLE001  (not a sweep folder yet, or a file mid-write)
+                pass
+            time.sleep(0.5)
+
+
+def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path, capfd,
+                                             caplog):
+    caplog.set_level(logging.INFO, logger="ftplat")
+    storage = tmp_path / "storage"
+    job, space = load_sweep_configs(None, None, [
+        f"model.name_or_path={tiny_model_dir}", f"data.source={sentiment_data_dir}",
+        f"storage.storage_path={storage}", "storage.sweep_name=watched",
+        "data.max_length=32", "data.train_size=256", "data.eval_size=64", "data.eval_split=test",
+        f"training.num_train_epochs={EPOCHS}.0", "resources.max_concurrent_trials=1", "tracking.enabled=false",
+        f"search.num_samples={NUM_TRIALS}", "search.seed=5",
+        "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}",
+    ])
+    watcher = ShowWhileRunning(storage / "watched")
+    watcher.start()
+    try:
+        summary = run_sweep(job, space).to_dict()
+    finally:
+        watcher.stop.set()
+        watcher.join()
+
+    mid = [s for s in watcher.shown if is_mid_sweep(s)]
+    assert mid, "the sweep was never seen with a trial done and the next one running"
+    shown = mid[0]
+    assert shown["num_samples"] == NUM_TRIALS and shown["scope"] == "last"
+    done = [t for t in shown["trials"] if t["ended"] is not None]
+    assert done and all(t["ended"] == "completed" and t["num_evaluations"] == EPOCHS for t in done)
+    scores = [t["score"] for t in shown["trials"] if t["score"] is not None]
+    assert shown["leader"]["score"] == max(scores)
+    assert shown["leader"]["hyperparameters"].keys() == {"training.learning_rate"}
+    assert shown["elapsed_s"] > 0 and shown["remaining_s"] is not None and shown["storage_bytes"] > 0
+
+    after = run_show(storage / "watched")
+    assert after["status"] == "finished" and after["trials_done"] == NUM_TRIALS and after["remaining_s"] == 0.0
+    assert after["leader"]["trial_id"] == summary["winner"]["trial_id"]
+    by_id = {t["trial_id"]: t for t in summary["trials"]}
+    assert [t["trial_id"] for t in after["trials"]] == list(by_id)
+    for t in after["trials"]:
+        assert t["score"] == by_id[t["trial_id"]]["scores"]["last"]
+        assert t["num_evaluations"] == by_id[t["trial_id"]]["num_evaluations"] == EPOCHS
+        assert t["ended"] == "completed" and t["duration_s"] > 0
+    on_disk = sum(p.stat().st_size for p in (storage / "watched").rglob("*") if p.is_file())
+    assert after["storage_bytes"] == on_disk
+
+    printed = capfd.readouterr().out
+    table_heads = [ln for ln in printed.splitlines() if "eval_accuracy[last]" in ln and "learning_rate" in ln]
+    assert table_heads and "evals" in table_heads[0], "Tune's table lacks the scope score or the searched values"
+    ended = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Trial ")]
+    assert sorted(ended) == sorted(f"Trial {t['trial_id']} finished: {EPOCHS} evaluation(s), eval_accuracy[last]="
+                                   f"{t['scores']['last']:.4g}" for t in summary["trials"])
