@@ -225,3 +225,17 @@ def test_export_and_predict_take_paths_relative_to_the_current_directory(tmp_pat
     assert ftplat_main(["predict", "out", "--json", "a good film"]) == 0
     assert set(json.loads(capsys.readouterr().out.splitlines()[-1])) == {"text", "value"}
     assert ftplat_main(["checkpoints", "gc", "sweep", "--dry-run"]) == 0
+
+
+def test_export_predict_and_gc_expand_a_quoted_home(tmp_path, monkeypatch, capsys):
+    """A quoted ``~/...`` reaches the command unexpanded by the shell."""
+    write_sweep(tmp_path, "regression", sweep_config=None, task="regression")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path / "sweep")  # a literal ./~ folder must not be what is read or written
+    assert ftplat_main(["export", "~/sweep", "~/out"]) == 0
+    assert (tmp_path / "out" / TASK_FILE).is_file() and not (tmp_path / "sweep" / "~").exists()
+    capsys.readouterr()
+    assert ftplat_main(["predict", "~/out", "--json", "a good film"]) == 0
+    assert set(json.loads(capsys.readouterr().out.splitlines()[-1])) == {"text", "value"}
+    assert ftplat_main(["checkpoints", "gc", "~/sweep", "--dry-run"]) == 0
+    assert "sweep" in capsys.readouterr().out

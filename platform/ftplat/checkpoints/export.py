@@ -13,6 +13,7 @@ import posixpath
 from types import SimpleNamespace
 from typing import Any
 
+from ftplat.checkpoints.card import build_card_data, build_card_document, build_public_name, build_public_text
 from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.config.schema import TaskConfig
 from ftplat.errors import UserError
@@ -106,9 +107,10 @@ def build_selection_lines(summary: SweepSummary, trial: TrialRecord) -> list[str
     score = summary.winner.score if summary.winner and summary.winner.trial_id == trial.trial_id \
         else trial.scores.get(scope)
     ev = stats.get("eval") if isinstance(stats.get("eval"), dict) else None
+    selection = build_public_text(stats["selection"]) if stats.get("selection") else None
     where = (f"split `{ev.get('split', '?')}` ({ev.get('rows', '?')} rows"
-             + (f"; {stats['selection']}" if stats.get("selection") else "") + ")") if ev else \
-        (stats.get("selection") or "the eval split (not recorded in this summary)")
+             + (f"; {selection}" if selection else "") + ")") if ev else \
+        (selection or "the eval split (not recorded in this summary)")
     ckpt = trial.best_checkpoint
     best = f"; best checkpoint {summary.metric_for_best_model} = {_fmt(ckpt.value)}" if ckpt else ""
     lines = [f"- Selected on {where}: {metric}[{scope}] = {_fmt(score)}{best}"]
@@ -121,15 +123,17 @@ def build_selection_lines(summary: SweepSummary, trial: TrialRecord) -> list[str
         if test.get("trial_id") not in (None, trial.trial_id):
             lines.append(f"  (scored for trial {test['trial_id']}, not this one)")
     elif test.get("skipped"):
-        lines.append(f"- Test: none: {test['skipped']}")
+        lines.append(f"- Test: none: {build_public_text(test['skipped'])}")
     elif test.get("error"):
-        lines.append(f"- Test: failed: {test['error']}")
+        lines.append(f"- Test: failed: {build_public_text(test['error'])}")
     else:
         lines.append("- Test: no metrics recorded")
     return lines
 
 
 def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: dict[str, Any] | None) -> str:
+    """The card's markdown (without its metadata block): every path in it is a hub id or a
+    local folder's name, never the training machine's absolute path."""
     metric, scope = summary.objective.metric, summary.scope
     ckpt = trial.best_checkpoint
     job = (sweep_config or {}).get("job") or {}
@@ -141,8 +145,8 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
         f"# {summary.sweep_name}: winner trial {trial.trial_id}",
         "",
         f"{task.description} (task `{task.name}`) fine-tuned by ftplat from "
-        f"`{(job.get('model') or {}).get('name_or_path', '?')}`, the winner of sweep `{summary.sweep_name}` under "
-        f"scope `{scope}` ({metric}, {summary.objective.mode}).{weights}",
+        f"`{build_public_name((job.get('model') or {}).get('name_or_path', '?'))}`, the winner of sweep "
+        f"`{summary.sweep_name}` under scope `{scope}` ({metric}, {summary.objective.mode}).{weights}",
         "",
         "## Selection and test",
         "",
@@ -163,7 +167,7 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
     ]
     data = job.get("data") or {}
     stats = summary.data or {}
-    source = f"- source: `{data.get('source', '?')}`"
+    source = f"- source: `{build_public_name(data.get('source', '?'))}`"
     if data.get("config_name"):
         source += f" (configuration `{data['config_name']}`)"
     lines.append(source + (f", max_length {data['max_length']}" if data.get("max_length") is not None else ""))
@@ -171,7 +175,7 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
     lines += [build_role_line(role, stats[role]) for role in ("train", "eval", "test")
               if isinstance(stats.get(role), dict)]
     if stats.get("selection"):
-        lines.append(f"- selection split: {stats['selection']}")
+        lines.append(f"- selection split: {build_public_text(stats['selection'])}")
     if settings.get("threshold") is not None:
         lines.append(f"- threshold: a label is predicted from score {settings['threshold']}")
     lines += ["", "## Evaluation history", "", "| epoch | step | " + metric + " | eval_loss |", "|---|---|---|---|"]
@@ -191,16 +195,19 @@ def build_weights_section(weights: dict[str, Any]) -> str:
         return ""
     peft = weights.get("peft") or {}
     shown = ", ".join(f"{k} {v}" for k, v in peft.items() if v is not None)
+    base = build_public_name(weights["base_model"])
+    # A local base model is named by its folder: the reader puts their own copy's path there.
+    load_from = base if base == str(weights["base_model"]) else f"<path to {base}>"
     lines = ["## Adapter", "", f"Trained as a peft adapter ({shown}) on the frozen base model "
-             f"`{weights['base_model']}`; the task's head trained whole."]
+             f"`{base}`; the task's head trained whole."]
     if weights["weights"] == "merged":
         lines.append("This folder holds the base model with the adapter merged into its weights: it loads with "
                      "plain `from_pretrained` and needs neither peft nor the base model.")
     else:
         lines += ["This folder holds the adapter alone (and the config of the head); loading it needs `peft` and "
-                  f"the base model `{weights['base_model']}`:", "", "```python", "from peft import PeftModel",
+                  f"the base model `{base}`:", "", "```python", "from peft import PeftModel",
                   "from transformers import AutoConfig", "config = AutoConfig.from_pretrained(\"<this directory>\")",
-                  f"base = <AutoModelFor...>.from_pretrained(\"{weights['base_model']}\", config=config)",
+                  f"base = <AutoModelFor...>.from_pretrained(\"{load_from}\", config=config)",
                   "model = PeftModel.from_pretrained(base, \"<this directory>\")", "```", "",
                   "`ftplat predict <this directory>` does this for you."]
     return "\n".join(["", *lines, ""])
@@ -210,6 +217,7 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
     """Write the winner of a finished sweep to ``out_dir``; return the exported trial record.
     A peft sweep's winner is merged into its base model, or with ``adapter_only`` exported
     as the adapter alone (the card names the base model it needs)."""
+    out_dir = os.path.expanduser(out_dir)
     summary = SweepSummary.read(sweep_uri)
     trial = summary.winner_trial()
     if trial is None or trial.best_checkpoint is None:
@@ -222,9 +230,10 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
     weights = run_write_model_dir(trial.best_checkpoint.path, out_dir, (sweep_config or {}).get("job"),
                                   adapter_only=adapter_only)
     card += build_weights_section(weights)
+    card_data = build_card_data(summary, trial, build_task(settings), (sweep_config or {}).get("job") or {}, weights)
     run_write_task_file(out_dir, settings)
     with open(os.path.join(out_dir, "README.md"), "w") as f:
-        f.write(card)
+        f.write(build_card_document(card_data, card))
     trial_dict = trial.to_dict()
     record = {"sweep": summary.sweep_name, "scope": summary.scope, "task": settings,
               "objective": {"metric": summary.objective.metric, "mode": summary.objective.mode},
@@ -235,3 +244,40 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
     with open(os.path.join(out_dir, EXPORT_RECORD), "w") as f:
         json.dump(record, f, indent=2)
     return record
+
+
+def run_push_to_hub(out_dir: str, repo_id: str, *, private: bool = False) -> str:
+    """Upload the export folder ``out_dir`` to the hub model repo ``repo_id`` (created if
+    missing); return the commit's URL. The token comes from huggingface_hub's usual sources
+    (HF_TOKEN, ``hf auth login``). An unreachable hub or a refused token is a UserError."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    api = HfApi()
+    try:
+        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
+        # The export record names this machine's checkpoint paths: it stays local.
+        commit = api.upload_folder(repo_id=repo_id, folder_path=os.path.expanduser(out_dir), repo_type="model",
+                                   commit_message="ftplat export", ignore_patterns=[EXPORT_RECORD])
+    except OfflineModeIsEnabled as exc:
+        raise UserError(f"the hub is offline (HF_HUB_OFFLINE=1): {exc}") from exc
+    except HfHubHTTPError as exc:
+        status = exc.response.status_code if exc.response is not None else None
+        hint = " (log in with `hf auth login` or set HF_TOKEN to a token that may write there)" \
+            if status in (401, 403) else ""
+        raise UserError(f"the hub answered {status}: {str(exc).splitlines()[0]}{hint}") from exc
+    except _hub_transport_error() as exc:
+        raise UserError(f"the hub cannot be reached at {api.endpoint}: {type(exc).__name__}: {exc}") from exc
+    except OSError as exc:  # huggingface_hub's own errors for a missing token or an unreadable folder
+        raise UserError(f"{type(exc).__name__}: {exc}") from exc
+    return commit.commit_url
+
+
+def _hub_transport_error() -> type[Exception]:
+    """The HTTP client's base error that huggingface_hub lets through on a refused connection
+    (``ConnectError``): httpx2 in the huggingface_hub releases that depend on it, httpx before."""
+    try:
+        from httpx2 import HTTPError
+    except ImportError:
+        from httpx import HTTPError
+    return HTTPError

@@ -192,7 +192,7 @@ def read_storage_listing(sweep_uri: str) -> StorageListing:
     """What the sweep folder holds now: checkpoint folders and Ray's snapshots of them."""
     if "://" not in sweep_uri:
         # pyarrow wants absolute local paths; the CLI may be given a relative one.
-        sweep_uri = os.path.abspath(sweep_uri)
+        sweep_uri = os.path.abspath(os.path.expanduser(sweep_uri))
     fs, root = resolve_storage(sweep_uri)
     folders, tracked, latest = {}, {}, {}
     for run in _list_dirs(fs, root):

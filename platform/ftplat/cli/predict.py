@@ -117,6 +117,7 @@ def run_predict_cli(args: argparse.Namespace) -> int:
         raise UserError("no texts: give them as arguments or with --file")
     if args.batch_size < 1:
         raise UserError(f"--batch-size is {args.batch_size}; give 1 or more")
+    args.model_dir = os.path.expanduser(args.model_dir)  # a quoted ~ is not expanded by the shell
     if not os.path.isfile(os.path.join(args.model_dir, "config.json")):
         raise UserError(f"MODEL_DIR {args.model_dir!r} holds no config.json: not a model directory")
     from ftplat.tasks import TASK_FILE, build_task_for_model_dir
