@@ -60,6 +60,9 @@ def test_one_parent_and_one_child_per_trial(tracked_sweep):
     assert parent.info.status == "FINISHED" and {c.info.status for c in children} == {"FINISHED"}
     assert parent.data.tags["version.ray"].startswith("2.60") and parent.data.tags["ftplat.sweep"] == "tracked"
     assert parent.data.params["search.scope"] == "last"
+    assert parent.data.params["search.training.learning_rate"] == "loguniform(0.0003, 0.01)"
+    assert "job.training.learning_rate" not in parent.data.params
+    assert parent.data.params["job.training.num_train_epochs"] == "2.0"
 
 
 def test_child_runs_hold_params_and_step_metrics(tracked_sweep):
@@ -69,8 +72,12 @@ def test_child_runs_hold_params_and_step_metrics(tracked_sweep):
                    if r.data.tags.get("ftplat.trial_id") == trial["trial_id"])
         p = run.data.params
         assert float(p["training.learning_rate"]) == pytest.approx(trial["hyperparameters"]["training.learning_rate"])
-        assert float(p["hf.learning_rate"]) == pytest.approx(trial["hyperparameters"]["training.learning_rate"])
-        assert p["hf.eval_strategy"] == "epoch"
+        # searched values once, under their own names; no per-trial scratch path to compare on
+        assert not {"hf.learning_rate", "hf.warmup_steps", "hf.weight_decay"} & set(p)
+        assert not {"hf.output_dir", "hf.logging_dir", "hf.run_name", "hf.save_steps"} & set(p)
+        assert p["hf.eval_strategy"] == "epoch" and p["hf.logging_steps"] == "8"
+        assert len([k for k in p if k.startswith("hf.")]) < 30
+        assert (run.data.tags.get("ftplat.winner") == "true") == (trial["trial_id"] == summary["winner"]["trial_id"])
         history = client.get_metric_history(run.info.run_id, "eval_accuracy")
         assert [h.value for h in history] == [r["eval_accuracy"] for r in trial["history"]]
         assert [h.step for h in history] == [r["step"] for r in trial["history"]]
@@ -92,6 +99,11 @@ def test_parent_holds_winner_plot_and_registered_model(tracked_sweep):
     assert len(versions) == 1
     assert versions[0].tags["ftplat.trial_id"] == winner["trial_id"]
     assert float(versions[0].tags["eval_accuracy.last"]) == pytest.approx(winner["score"])
+    winner_run = client.get_run(versions[0].tags["ftplat.winner_run_id"])
+    assert winner_run.data.tags["ftplat.trial_id"] == winner["trial_id"]
+    assert winner_run.data.tags["ftplat.winner"] == "true"
+    assert (winner_run.data.tags["ftplat.registered_model"], winner_run.data.tags["ftplat.registered_model_version"]) \
+        == ("tiny-sentiment", versions[0].version)
 
 
 def test_registered_model_predicts(tracked_sweep):
@@ -102,5 +114,7 @@ def test_registered_model_predicts(tracked_sweep):
     client, _ = tracked_sweep
     with scoped_tracking_uri(client.tracking_uri):  # the server stops after this module
         model = mlflow.pyfunc.load_model("models:/tiny-sentiment/1")
+        signature = mlflow.models.get_model_info("models:/tiny-sentiment/1").signature
+    assert signature is not None and {"label", "score"} <= set(signature.outputs.input_names())
     out = model.predict(["i love this movie", "i hate this movie"])
     assert len(out) == 2 and {o["label"] for o in out} <= {"neg", "pos"}

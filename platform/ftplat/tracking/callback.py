@@ -1,5 +1,5 @@
-"""Rank 0's MLflow logging inside a trial: resolved TrainingArguments as params, training
-loss, learning rate and every evaluation as step metrics, into the trial's child run.
+"""Rank 0's MLflow logging inside a trial: the TrainingArguments that tell trials apart as
+params, training loss, learning rate and every evaluation as step metrics, into the trial's child run.
 
 HF's own ``MLflowCallback`` would start and end runs itself (ending them when training ends,
 whatever Tune decides) and reads its settings from process-wide environment variables; this
@@ -21,19 +21,22 @@ from ftplat.adapters import count_parameters
 from ftplat.checkpoints.sizes import build_checkpoint_bytes
 from ftplat.layout import build_checkpoint_name
 from ftplat.tracking.guard import TrackingGuard
+from ftplat.tracking.params import build_default_training_args, build_hf_params
 from ftplat.tracking.runs import build_client, log_params
 
 
 class MlflowTrialCallback(TrainerCallback):
-    def __init__(self, *, tracking_uri: str, run_id: str):
+    def __init__(self, *, tracking_uri: str, run_id: str, searched: list[str] | tuple[str, ...] = ()):
         self.client = build_client(tracking_uri)
         self.run_id = run_id
+        # The trial driver logged these under their own names (``training.learning_rate``).
+        self.searched = tuple(searched)
         self.guard = TrackingGuard(f"logging into the trial's run {run_id}")
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero:
             return
-        resolved = {f"hf.{k}": v for k, v in args.to_dict().items() if not isinstance(v, (dict, list))}
+        resolved = build_hf_params(args.to_dict(), build_default_training_args(), self.searched)
         model = kwargs.get("model")
         if model is not None:
             trainable, total = count_parameters(model)

@@ -7,16 +7,75 @@ the predictions, so every task is served by this one class.
 
 from __future__ import annotations
 
+import logging
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import mlflow.pyfunc
 
 from ftplat.tasks.base import is_missing_value
 
+logger = logging.getLogger(__name__)
 #: Inputs predicted per pipeline batch unless ``params={"batch_size": N}`` says otherwise.
 DEFAULT_BATCH_SIZE = 32
 #: ``params`` a model that generates text (causal-lm) takes: tokens per input, sampling temperature.
 GENERATION_PARAMS = ("max_new_tokens", "temperature")
+#: What serving the model imports, pinned to the versions it was trained and checked with.
+SERVING_PACKAGES = ("mlflow", "torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy")
+#: The example logged with the model and predicted once to infer its output schema.
+EXAMPLE_TEXTS = ["i love this movie", "a dull and tedious film"]
+
+
+def build_pip_requirements(*, uses_peft: bool, read_version=version) -> list[str]:
+    """``pkg==version`` for each package serving imports (and peft for an adapter job), as
+    installed here. A local version label is dropped (``2.13.0+cpu`` -> ``2.13.0``): it names a
+    wheel index, and a GPU server must be free to install the CUDA build of the same release."""
+    pins = []
+    for name in SERVING_PACKAGES + (("peft",) if uses_peft else ()):
+        try:
+            pins.append(f"{name}=={read_version(name).split('+', 1)[0]}")
+        except PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+def build_input_example(text_pair: bool):
+    """Texts, or for a sentence-pair task a DataFrame with ``text`` and ``text_pair`` columns.
+
+    A list infers an unnamed string column, so ``predict(["a text"])`` passes the signature; a
+    named ``text`` column would make MLflow refuse every plain list of texts."""
+    import pandas as pd
+
+    if not text_pair:
+        return list(EXAMPLE_TEXTS)
+    return pd.DataFrame({"text": list(EXAMPLE_TEXTS), "text_pair": ["it is a film about a dog", "the film was long"]})
+
+
+def build_params_example(task: Any) -> dict[str, Any]:
+    """The ``params`` the model takes, at the values ``predict`` uses when they are not given."""
+    params: dict[str, Any] = {"batch_size": DEFAULT_BATCH_SIZE}
+    if task.generates_text:
+        from ftplat.tasks.causal_lm import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE
+
+        params.update(max_new_tokens=DEFAULT_MAX_NEW_TOKENS, temperature=DEFAULT_TEMPERATURE)
+    return params
+
+
+def run_infer_signature(model_dir: str, example: Any):
+    """The model's signature from what it really predicts on ``example`` (loaded here, on CPU)."""
+    from mlflow.models import infer_signature
+    from mlflow.pyfunc import PythonModelContext
+
+    model = TaskPipelineModel()
+    model.load_context(PythonModelContext(artifacts={"hf_model": model_dir}, model_config=None), device="cpu")
+    params = build_params_example(model.task)
+    output = model.predict(None, example, params)
+    try:
+        return infer_signature(example, output, params)
+    except Exception as exc:  # an output MLflow cannot type (say, no entity found in any example)
+        logger.warning("Registering the model with its inputs' signature only: its output %r has no MLflow "
+                       "type (%s)", output, exc)
+        return infer_signature(example, None, params)
 
 
 def build_generation_params(task: Any, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -82,12 +141,16 @@ class TaskPipelineModel(mlflow.pyfunc.PythonModel):
     tokens for each text's one mask token), ``{"generated_text"}`` (causal-lm: the continuation,
     ``params`` ``max_new_tokens`` and ``temperature`` as ``predict``'s options)."""
 
-    def load_context(self, context):
+    def load_context(self, context, device: str | None = None):
+        """Serve on the first GPU when one is visible, else on CPU."""
+        import torch
+
         from ftplat.tasks import build_task_for_model_dir
 
         model_dir = context.artifacts["hf_model"]
         self.task = build_task_for_model_dir(model_dir)
-        self.pipe = self.task.build_pipeline(model_dir)
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.pipe = self.task.build_pipeline(model_dir, device=device)
 
     def predict(self, context, model_input, params=None):
         batch_size = int((params or {}).get("batch_size") or DEFAULT_BATCH_SIZE)

@@ -15,8 +15,9 @@ from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.layout import SUMMARY_FILE, build_sweep_config_uri
 from ftplat.records import SweepSummary, TrialRecord
 from ftplat.storage import path_exists, read_json
-from ftplat.scoring import SCOPES, is_finite_score
+from ftplat.scoring import is_finite_score
 from ftplat.tracking.guard import TrackingGuard
+from ftplat.tracking.params import build_axis_scale
 from ftplat.tracking.runs import build_client, find_trial_run_id, redact_config, run_end_parent
 
 logger = logging.getLogger(__name__)
@@ -31,8 +32,16 @@ def build_trial_status(record: TrialRecord, full_length: int) -> str:
     return "KILLED"
 
 
-def run_write_report_figure(summary: SweepSummary, path: str) -> None:
-    """Write a PNG: scope score against each hyperparameter, and every trial's evaluation curve."""
+#: The title says the winner is red and bold: every other trial is drawn in one neutral colour.
+WINNER_COLOUR, OTHER_COLOUR = "tab:red", "0.6"
+
+
+def run_write_report_figure(summary: SweepSummary, path: str, space: dict[str, Any] | None = None) -> None:
+    """Write a PNG: scope score against each hyperparameter, and every trial's evaluation curve.
+
+    ``space`` maps each parameter to its distribution (the search space's ``parameters``): an
+    axis is logarithmic when the values were sampled on a log scale, categorical for a choice.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,22 +52,34 @@ def run_write_report_figure(summary: SweepSummary, path: str) -> None:
     scope, metric = summary.scope, summary.objective.metric
     winner = summary.winner.trial_id if summary.winner else None
     # Failed trials have no score, and a NaN evaluation is stored as None.
-    scored = [t for t in trials if is_finite_score(t.scores.get(scope))]
+    scored = sorted((t for t in trials if is_finite_score(t.scores.get(scope))),
+                    key=lambda t: t.trial_id == winner)  # the winner drawn last, on top
     fig, axes = plt.subplots(1, len(params) + 1, figsize=(4.2 * (len(params) + 1), 3.6), squeeze=False)
     for ax, param in zip(axes[0], params):
+        dist = (space or {}).get(param)
+        scale = build_axis_scale(dist)
         points = [(t.hyperparameters.get(param), t.scores[scope], t.trial_id == winner) for t in scored
-                  if isinstance(t.hyperparameters.get(param), (int, float))]
-        xs = [x for x, _, _ in points]
-        ax.scatter(xs, [y for _, y, _ in points], c=["tab:red" if w else "tab:blue" for _, _, w in points])
-        if xs and min(xs) > 0 and max(xs) / min(xs) > 20:
+                  if param in t.hyperparameters]
+        if scale == "categorical":
+            labels = [repr(v) for v in dist["values"]]
+            points = [(labels.index(repr(x)), y, w) for x, y, w in points if repr(x) in labels]
+            ax.set_xticks(range(len(labels)), labels)
+        else:
+            points = [(x, y, w) for x, y, w in points if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        ax.scatter([x for x, _, _ in points], [y for _, y, _ in points],
+                   c=[WINNER_COLOUR if w else OTHER_COLOUR for _, _, w in points],
+                   s=[70 if w else 30 for _, _, w in points], edgecolors="black", linewidths=0.4)
+        if scale == "log" and points and min(x for x, _, _ in points) > 0:
             ax.set_xscale("log")
         ax.set_xlabel(param)
         ax.set_ylabel(f"{metric} [{scope}]")
     curves = axes[0][-1]
-    for t in trials:
+    for t in sorted(trials, key=lambda t: t.trial_id == winner):
         xs = [r.get("epoch") or r["training_iteration"] for r in t.history]
         ys = [math.nan if r.get(metric) is None else r[metric] for r in t.history]
-        curves.plot(xs, ys, marker="o", lw=2.5 if t.trial_id == winner else 1, label=t.trial_id)
+        won = t.trial_id == winner
+        curves.plot(xs, ys, marker="o", color=WINNER_COLOUR if won else OTHER_COLOUR, lw=2.5 if won else 1,
+                    label=f"{t.trial_id} (winner)" if won else t.trial_id, zorder=3 if won else 2)
     curves.set_xlabel("epoch")
     curves.set_ylabel(metric)
     if trials:
@@ -90,7 +111,8 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     its folder gets ``ftplat_task.json`` (the job's task) so the model serves that task."""
     import mlflow
 
-    from ftplat.tracking.pyfunc_model import TaskPipelineModel
+    from ftplat.tracking.pyfunc_model import (TaskPipelineModel, build_input_example, build_pip_requirements,
+                                              run_infer_signature)
 
     winner = summary.winner
     if not winner or not winner.best_checkpoint:
@@ -105,13 +127,18 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
         # A peft winner is registered merged: it serves like any other model.
         run_write_model_dir(winner.best_checkpoint.path, tmp, (sweep_config or {}).get("job"))
         run_write_task_file(tmp, task_settings)
+        job = (sweep_config or {}).get("job") or {}
+        example = build_input_example(bool((job.get("data") or {}).get("text_pair_column")))
+        signature = run_infer_signature(tmp, example)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(
                 name="model",
                 python_model=TaskPipelineModel(),
                 artifacts={"hf_model": tmp},
                 registered_model_name=model_name,
-                pip_requirements=["transformers", "torch", "mlflow"],
+                pip_requirements=build_pip_requirements(uses_peft=bool((job.get("model") or {}).get("peft"))),
+                signature=signature,
+                input_example=example,
             )
     version = str(info.registered_model_version)
     client = build_client(tracking["tracking_uri"])
@@ -193,33 +220,20 @@ def _run_finish_steps(tracking: dict[str, str], summary: SweepSummary, *, regist
     selection = ((summary.data or {}).get("eval") or {}).get("split") or (summary.data or {}).get("selection")
     if selection:
         client.set_tag(parent, "ftplat.selection", str(selection))
+    config_uri = build_sweep_config_uri(summary.sweep_path)
+    space = ((read_json(config_uri) if path_exists(config_uri) else {}).get("search_space") or {}).get("parameters")
     with tempfile.TemporaryDirectory() as tmp:
         plot = os.path.join(tmp, "sweep_report.png")
-        run_write_report_figure(summary, plot)
+        run_write_report_figure(summary, plot, space)
         client.log_artifact(parent, plot)
-    if registered_model_name and winner:
-        run_register_winner(tracking, summary, registered_model_name)
+    winner_run = summary.winner_trial() if winner else None
+    winner_run_id = find_trial_run_id(winner_run.train_run_path) if winner_run and winner_run.train_run_path else None
+    if winner_run_id:  # the trial to open among the children
+        client.set_tag(winner_run_id, "ftplat.winner", "true")
+    version = (run_register_winner(tracking, summary, registered_model_name)
+               if registered_model_name and winner else None)
+    if version and winner_run_id:
+        client.set_tag(winner_run_id, "ftplat.registered_model", registered_model_name)
+        client.set_tag(winner_run_id, "ftplat.registered_model_version", version)
+        client.set_model_version_tag(registered_model_name, version, "ftplat.winner_run_id", winner_run_id)
     client.set_terminated(parent, status)
-
-
-def build_parent_params(job_dump: dict[str, Any], space_dump: dict[str, Any]) -> dict[str, Any]:
-    """Flat params of the parent run: the fixed job config, the scope, and the searched ranges."""
-    params: dict[str, Any] = {}
-
-    def flatten(prefix: str, node: Any) -> None:
-        if isinstance(node, dict) and node and all(isinstance(k, str) for k in node):
-            for k, v in node.items():
-                flatten(f"{prefix}.{k}" if prefix else k, v)
-        else:
-            params[prefix] = node
-
-    flatten("job", job_dump)
-    params["search.scope"] = space_dump["scope"]
-    params["search.objective"] = f"{space_dump['objective']['metric']} ({space_dump['objective']['mode']})"
-    params["search.num_samples"] = space_dump["num_samples"]
-    params["search.seed"] = space_dump["seed"]
-    params["search.scheduler"] = space_dump["scheduler"]["type"]
-    for path, dist in space_dump["parameters"].items():
-        params[f"space.{path}"] = dist
-    params["scopes"] = ",".join(SCOPES)
-    return params

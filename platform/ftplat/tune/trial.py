@@ -79,7 +79,8 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     run_id = guard.call(run_start_trial, tracking, trial_id=trial_id, run_uri=join_uri(sweep_path, run_name),
                         params=config) if tracking else None
     if run_id:
-        loop_config["tracking"] = {"tracking_uri": tracking["tracking_uri"], "run_id": run_id}
+        loop_config["tracking"] = {"tracking_uri": tracking["tracking_uri"], "run_id": run_id,
+                                   "searched": sorted(config)}
     trainer = build_torch_trainer(
         trial_job,
         run_name=run_name,

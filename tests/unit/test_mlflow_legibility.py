@@ -1,0 +1,186 @@
+"""What the MLflow runs of a sweep show: child runs without transformers' defaults, scratch paths
+or a second copy of the searched values; a parent with the searched ranges instead of their
+unused base values; the winner marked; a report whose axes follow the search space; and a
+registered model with a signature, pinned requirements and an input example."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tiny_assets import write_tiny_bert
+
+from ftplat.tracking.params import (build_axis_scale, build_default_training_args, build_hf_params,
+                                    build_parent_params)
+from ftplat.tracking.pyfunc_model import build_pip_requirements
+
+
+def build_resolved_args(tmp_path: Path, **given) -> dict:
+    from transformers import TrainingArguments
+
+    return TrainingArguments(output_dir=str(tmp_path / "scratch-t1"), **given).to_dict()
+
+
+def test_child_params_keep_what_tells_trials_apart(tmp_path):
+    resolved = build_resolved_args(tmp_path, learning_rate=3e-4, weight_decay=0.05, num_train_epochs=2,
+                                   eval_strategy="epoch", save_strategy="epoch", logging_steps=8,
+                                   run_name="train-t1", label_smoothing_factor=0.1)
+    params = build_hf_params(resolved, build_default_training_args(),
+                             ["training.learning_rate", "model.peft.r", "training.hf_args.label_smoothing_factor"])
+    # scratch paths and names differ in every trial: never a param
+    assert not {"hf.output_dir", "hf.logging_dir", "hf.run_name"} & set(params)
+    # searched values are logged once, by the trial driver, under their own names
+    assert "hf.learning_rate" not in params and "hf.label_smoothing_factor" not in params
+    # changed, or key to reading a run, whatever their value
+    assert params["hf.weight_decay"] == 0.05 and params["hf.num_train_epochs"] == 2
+    assert params["hf.eval_strategy"] == "epoch" and params["hf.seed"] == 42
+    assert params["hf.logging_steps"] == 8  # logging counts steps
+    assert "hf.save_steps" not in params and "hf.eval_steps" not in params  # saving and evaluation are per epoch
+    assert not [k for k in params if k.startswith(("hf.hub_", "hf.fsdp", "hf.ddp_", "hf.push_to_hub"))]
+    assert len(params) < 30, sorted(params)
+
+
+def test_child_params_keep_step_counts_of_step_strategies(tmp_path):
+    resolved = build_resolved_args(tmp_path, save_strategy="steps", save_steps=50)
+    params = build_hf_params(resolved, build_default_training_args(), [])
+    assert params["hf.save_steps"] == 50 and params["hf.save_strategy"] == "steps"
+
+
+def test_reading_the_defaults_leaves_the_training_process_state_alone():
+    # rank 0 reads them in on_train_begin: an instance of TrainingArguments would reset
+    # accelerate's state under the Trainer that is training
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    build_default_training_args.cache_clear()
+    assert build_default_training_args()["learning_rate"] == 5e-05
+    assert accelerator.distributed_type is not None
+
+
+SPACE = {
+    "scope": "last", "objective": {"metric": "eval_accuracy", "mode": "max"}, "num_samples": 4, "seed": 3,
+    "scheduler": {"type": "fifo"},
+    "parameters": {"training.learning_rate": {"type": "loguniform", "low": 2e-05, "high": 0.0002},
+                   "training.weight_decay": {"type": "uniform", "low": 0.0, "high": 0.1},
+                   "model.peft.r": {"type": "choice", "values": [8, 16]}},
+}
+
+
+def test_parent_params_hold_ranges_not_unused_base_values():
+    job = {"training": {"learning_rate": 5e-05, "weight_decay": 0.0, "num_train_epochs": 2.0},
+           "model": {"name_or_path": "tiny", "peft": {"r": 4, "alpha": 16}}}
+    params = build_parent_params(job, SPACE)
+    assert params["search.training.learning_rate"] == "loguniform(2e-05, 0.0002)"
+    assert params["search.training.weight_decay"] == "uniform(0.0, 0.1)"
+    assert params["search.model.peft.r"] == "choice([8, 16])"
+    assert not {"job.training.learning_rate", "job.training.weight_decay", "job.model.peft.r"} & set(params)
+    assert params["job.training.num_train_epochs"] == 2.0 and params["job.model.peft.alpha"] == 16
+    assert params["search.scope"] == "last" and params["search.objective"] == "eval_accuracy (max)"
+
+
+@pytest.mark.parametrize("dist, scale", [
+    ({"type": "loguniform", "low": 1e-5, "high": 1e-3}, "log"),
+    ({"type": "qloguniform", "low": 1e-5, "high": 1e-3}, "log"),
+    ({"type": "int", "low": 8, "high": 512, "log": True}, "log"),
+    ({"type": "uniform", "low": 0.001, "high": 0.3}, "linear"),  # wide spread, still uniform
+    ({"type": "int", "low": 1, "high": 4}, "linear"),
+    ({"type": "choice", "values": [8, 16]}, "categorical"),
+    (None, "linear"),
+])
+def test_axis_follows_the_distribution_not_the_spread(dist, scale):
+    assert build_axis_scale(dist) == scale
+
+
+def build_summary(sweep: Path, checkpoint: Path) -> dict:
+    def trial(tid, lr, wd, r, score):
+        return {"trial_id": tid, "status": "TERMINATED", "train_run_path": str(sweep / f"train-{tid}"),
+                "hyperparameters": {"training.learning_rate": lr, "training.weight_decay": wd, "model.peft.r": r},
+                "scores": {"last": score},
+                "history": [{"training_iteration": 1, "step": 4, "epoch": 1.0, "eval_accuracy": score}]}
+
+    ckpt = {"path": str(checkpoint), "exists": True, "step": 4, "epoch": 1.0, "eval_accuracy": 0.75}
+    return {"sweep_name": "legible", "sweep_path": str(sweep), "objective": {"metric": "eval_accuracy", "mode": "max"},
+            "scope": "last", "metric_for_best_model": "eval_accuracy", "greater_is_better": True,
+            "trials": [{**trial("t1", 3e-5, 0.002, 8, 0.5)}, {**trial("t2", 1.5e-4, 0.09, 16, 0.75),
+                                                              "best_checkpoint": ckpt}],
+            "winner": {"trial_id": "t2", "score": 0.75, "hyperparameters": {}, "best_checkpoint": ckpt}}
+
+
+def test_report_axes_and_colours_follow_the_space_and_the_winner(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from ftplat.records import SweepSummary
+    from ftplat.tracking.report import OTHER_COLOUR, WINNER_COLOUR, run_write_report_figure
+
+    figures = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: figures.append(self))
+    summary = SweepSummary.from_dict(build_summary(tmp_path, tmp_path / "ckpt"))
+    run_write_report_figure(summary, str(tmp_path / "r.png"), SPACE["parameters"])
+    lr, wd, r, curves = figures[0].axes
+    assert (lr.get_xscale(), wd.get_xscale()) == ("log", "linear")
+    assert [t.get_text() for t in r.get_xticklabels()] == ["8", "16"]
+    assert r.collections[0].get_offsets()[:, 0].tolist() == [0, 1]  # t1 took 8, t2 (drawn last) 16
+    from matplotlib.colors import to_rgba
+
+    assert [tuple(c) for c in lr.collections[0].get_facecolors()] == [to_rgba(OTHER_COLOUR), to_rgba(WINNER_COLOUR)]
+    lines = {line.get_label(): line for line in curves.get_lines()}
+    assert to_rgba(lines["t2 (winner)"].get_color()) == to_rgba(WINNER_COLOUR)
+    assert lines["t2 (winner)"].get_linewidth() > lines["t1"].get_linewidth()
+    assert to_rgba(lines["t1"].get_color()) == to_rgba(OTHER_COLOUR)
+
+
+def test_pins_are_the_installed_versions_without_local_labels():
+    versions = {"torch": "2.13.0+cpu", "peft": "0.18.0"}
+    pins = build_pip_requirements(uses_peft=True, read_version=lambda name: versions.get(name, "1.2.3"))
+    assert "torch==2.13.0" in pins and "peft==0.18.0" in pins and "transformers==1.2.3" in pins
+    assert "peft==0.18.0" not in build_pip_requirements(uses_peft=False, read_version=lambda name: "0.18.0")
+
+
+def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
+    import mlflow
+    from importlib.metadata import version
+
+    from ftplat.checkpoints.export import run_write_task_file
+    from ftplat.config.schema import TrackingConfig
+    from ftplat.records import SweepSummary
+    from ftplat.tracking.report import run_finish_sweep, scoped_tracking_uri
+    from ftplat.tracking.runs import build_client, run_start_parent, run_start_trial
+
+    sweep = tmp_path / "sweep"
+    checkpoint = write_tiny_bert(sweep / "train-t2" / "checkpoint-4")
+    run_write_task_file(str(checkpoint), {"type": "text-classification"})
+    summary_dict = build_summary(sweep, checkpoint)
+    (sweep / "sweep_config.json").write_text(json.dumps({"job": {"model": {"name_or_path": "tiny"}, "data": {}},
+                                                         "search_space": SPACE}))
+    cfg = TrackingConfig(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", experiment_name="legible")
+    tracking = run_start_parent(cfg, sweep_name="legible", sweep_path=str(sweep), params={}, config_json={},
+                                dashboard_url=None)
+    run_ids = {t["trial_id"]: run_start_trial(tracking, trial_id=t["trial_id"], run_uri=t["train_run_path"],
+                                              params=t["hyperparameters"]) for t in summary_dict["trials"]}
+    summary = SweepSummary.from_dict(summary_dict)
+    assert run_finish_sweep(tracking, summary, registered_model_name="legible", full_length=1) is None
+
+    client = build_client(tracking["tracking_uri"])
+    winner, loser = client.get_run(run_ids["t2"]), client.get_run(run_ids["t1"])
+    assert winner.data.tags["ftplat.winner"] == "true" and "ftplat.winner" not in loser.data.tags
+    assert winner.data.tags["ftplat.registered_model"] == "legible"
+    assert winner.data.tags["ftplat.registered_model_version"] == "1"
+    mv = client.get_model_version("legible", "1")
+    assert mv.tags["ftplat.winner_run_id"] == run_ids["t2"]
+
+    with scoped_tracking_uri(tracking["tracking_uri"]):
+        info = mlflow.models.get_model_info("models:/legible/1")
+        model = mlflow.pyfunc.load_model("models:/legible/1")
+        requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/legible/1")).read_text().split()
+    signature = info.signature
+    assert signature is not None
+    assert signature.inputs.input_types() == [mlflow.types.DataType.string]
+    assert {"label", "score"} <= set(signature.outputs.input_names())
+    assert signature.params.to_dict()[0]["name"] == "batch_size"
+    assert f"transformers=={version('transformers')}" in requirements
+    assert f"mlflow=={version('mlflow')}" in requirements
+    assert any(r.startswith("torch==") for r in requirements) and "torch" not in requirements
+    assert info.saved_input_example_info is not None
+    rows = model.predict(["i love this movie", "i hate this movie"])
+    assert len(rows) == 2 and all(set(r) == {"label", "score"} for r in rows)
