@@ -46,8 +46,9 @@ def lora_sweep(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path_factory
         "tracking.enabled=true", f"tracking.tracking_uri={mlflow_uri}", "tracking.experiment_name=ftplat-peft",
         "tracking.registered_model_name=ftplat-peft-test",
         "search.num_samples=2", "search.seed=3",
-        f"search.parameters.model.peft.r={{type: choice, values: {RANKS}}}",
-        "search.parameters.training.learning_rate={type: loguniform, low: 3.0e-3, high: 1.0e-2}",
+        # The whole space (a one-parameter override would merge into the default's three).
+        f"search.parameters={{model.peft.r: {{type: choice, values: {RANKS}}}, "
+        "training.learning_rate: {type: loguniform, low: 3.0e-3, high: 1.0e-2}}",
         f"search.points_to_evaluate=[{{model.peft.r: {RANKS[0]}, training.learning_rate: 5.0e-3}}, "
         f"{{model.peft.r: {RANKS[1]}, training.learning_rate: 5.0e-3}}]",
     ])
