@@ -35,7 +35,7 @@ def asha_sweep(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path_factory
         "resources.max_concurrent_trials=1", "search.num_samples=3",
         "search.objective.metric=eval_loss", "search.objective.mode=min",
         "search.scheduler={type: asha, grace_period: 1, reduction_factor: 2}",
-        "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 0.5}}",
+        "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 0.5}",
         f"search.points_to_evaluate=[{point.format(lr=1.0e-3)}, {point.format(lr=0.5)}]",
         f"tracking.tracking_uri={tracking_uri}", "tracking.experiment_name=ftplat-asha",
     ))

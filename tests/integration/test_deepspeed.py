@@ -38,8 +38,8 @@ def build_deepspeed_overrides(model_dir, data_dir, storage, name, preset, *extra
         "tracking.enabled=false",
         "search.num_samples=2",
         "search.seed=11",
-        "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-3, high: 1.0e-2}, "
-        "training.warmup_steps: {type: uniform, low: 0.05, high: 0.3}}",
+        "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-3, high: 1.0e-2}",
+        "search.parameters.training.warmup_steps={type: uniform, low: 0.05, high: 0.3}",
         *extra,
     )
 

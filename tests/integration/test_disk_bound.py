@@ -57,7 +57,7 @@ def test_storage_stays_within_the_policy_bound(ray_cluster, tiny_model_dir, sent
         "retention.keep_top_k_trials=1", "retention.keep_trial_latest=false",
         f"resources.max_concurrent_trials={CONCURRENT}", "tracking.enabled=false",
         f"search.num_samples={NUM_TRIALS}", "search.seed=3",
-        "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 3.0e-2}",
+        "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}",
         # The same values twice: trials must be reproducible (model init seeded too).
         "search.points_to_evaluate=[{training.learning_rate: 2.0e-3}, {training.learning_rate: 2.0e-3}]",
     ])

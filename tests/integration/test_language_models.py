@@ -48,7 +48,8 @@ def build_overrides(model_dir, data_dir, storage, name, *extra) -> list[str]:
         "tracking.enabled=false",
         "search.num_samples=2",
         "search.seed=7",
-        f"search.parameters.training.learning_rate={{type: loguniform, low: {LR_RANGE[0]}, high: {LR_RANGE[1]}}}",
+        # The whole space: the tests below add to it (a lone override would merge into the default's three).
+        f"search.parameters={{training.learning_rate: {{type: loguniform, low: {LR_RANGE[0]}, high: {LR_RANGE[1]}}}}}",
         *extra,
     ]
 
