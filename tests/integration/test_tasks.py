@@ -55,7 +55,7 @@ def build_task_overrides(model_dir, data_dir, storage, name, *extra):
         "tracking.enabled=false",
         "search.num_samples=2",
         "search.seed=7",
-        "search.parameters.training.learning_rate={type: loguniform, low: 3.0e-4, high: 2.0e-2}",
+        "search.parameters={training.learning_rate: {type: loguniform, low: 3.0e-4, high: 2.0e-2}}",
         *extra,
     ]
 

@@ -261,3 +261,15 @@ def test_a_line_says_how_each_trial_ended(tmp_path, caplog):
         "Trial aaaa0002 stopped by the scheduler: 1 evaluation(s), eval_accuracy[last]=0.5",
         "Trial aaaa0009 failed after 0 evaluation(s), eval_accuracy[last]=-: error (details in the trial folder)",
         "Trial aaaa0009 failed after 0 evaluation(s), eval_accuracy[last]=-: RuntimeError: out of memory"]
+
+
+def test_tunes_table_shows_the_searched_values_and_the_scope_score():
+    from ftplat.tune.sweep import build_progress_reporter
+
+    _, space = load_sweep_configs(None, None, ["search.scope=last-5-avg"])
+    reporter = build_progress_reporter(space)
+    # Ray 2.60 (the release ftplat verifies) keeps a reporter's columns in these attributes.
+    assert reporter._parameter_columns == {p: p.rsplit(".", 1)[-1] for p in space.parameters}
+    assert reporter._parameter_columns[LR] == "learning_rate"
+    assert reporter._metric_columns["objective"] == "eval_accuracy[last-5-avg]"
+    assert reporter._metric_columns["num_evaluations"] == "evals" and reporter._sort_by_metric
