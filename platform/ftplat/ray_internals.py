@@ -168,11 +168,24 @@ def read_trial_error(trial) -> str | None:
     name = trial.run_metadata.error_filename
     if not name:
         return None
+
+    def last_line(data: bytes) -> str:
+        lines = [ln for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1] if lines else "error"
+
+    # Tune writes the file on the driver first (Trial.error_file) and copies it to storage at
+    # its next sync: a callback told of the error finds it only in the first place.
+    try:
+        local = trial.error_file
+    except Exception:  # noqa: BLE001 - a Trial outside a Ray session has no driver staging folder
+        local = None
+    if local and os.path.isfile(local):
+        with open(local, "rb") as src:
+            return last_line(src.read())
     try:
         fs = trial.storage.storage_filesystem
         with fs.open_input_stream(posixpath.join(trial.storage.trial_fs_path, name)) as src:
-            lines = [ln for ln in src.read().decode(errors="replace").splitlines() if ln.strip()]
-        return lines[-1] if lines else "error"
+            return last_line(src.read())
     except OSError:
         return "error (details in the trial folder)"
 

@@ -273,3 +273,23 @@ def test_tunes_table_shows_the_searched_values_and_the_scope_score():
     assert reporter._parameter_columns[LR] == "learning_rate"
     assert reporter._metric_columns["objective"] == "eval_accuracy[last-5-avg]"
     assert reporter._metric_columns["num_evaluations"] == "evals" and reporter._sort_by_metric
+
+
+def test_a_failed_trials_line_says_why_before_storage_has_the_error_file(tmp_path, caplog):
+    """Tune writes the error file on the driver at once and copies it to storage later: the
+    line reads the driver's copy (Trial.error_file)."""
+    from types import SimpleNamespace
+
+    from ftplat.tune.sweep import TrialEndLogCallback
+
+    caplog.set_level("INFO", logger="ftplat")
+    local = tmp_path / "staging" / "error.txt"
+    local.parent.mkdir()
+    local.write_text("Failure # 1 (occurred at 2026-01-01_00-00-00)\nTraceback (most recent call last):\n"
+                     "ValueError: labels out of range\n\n")
+    failed = SimpleNamespace(trial_id="aaaa0011", last_result={}, error_file=str(local),
+                             run_metadata=SimpleNamespace(error_filename="error.txt"),
+                             storage=SimpleNamespace(storage_filesystem=None, trial_fs_path="/nowhere"))
+    TrialEndLogCallback(sweep_path=str(tmp_path), metric="eval_loss", scope="avg").on_trial_error(0, [], failed)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Trial aaaa0011 failed after 0 evaluation(s), eval_loss[avg]=-: ValueError: labels out of range"]
