@@ -208,6 +208,7 @@ Ray cluster is up.
 Submit a sweep (from the repository root, $REPO):
 
   $AUTH_ENV ray job submit --address $DASHBOARD_URL \\
+      --submission-id "imdb-local-\$(date +%Y%m%d-%H%M%S)" \\
       --working-dir . --runtime-env cluster/local/runtime_env.yaml \\
       -- python jobs/imdb_sweep.py --name imdb-local search.num_samples=4
 

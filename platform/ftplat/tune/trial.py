@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 
 import ray.train
 import ray.tune
+from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING
 from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
@@ -69,6 +71,10 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     """
     started = time.perf_counter()
     run_disable_train_print_patch()
+    # The dashboard's Train page lists a run only when its trainer tracks state (off in Ray
+    # 2.60 by default); each trial's run is then listed under its name, train-<trial id>.
+    # Read when the trainer is built, in this process; a cluster's own setting wins.
+    os.environ.setdefault(RAY_TRAIN_ENABLE_STATE_TRACKING, "1")
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
