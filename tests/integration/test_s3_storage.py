@@ -153,3 +153,27 @@ def test_export_from_s3_reproduces_the_winner_accuracy(s3_sweep, tmp_path):
                       data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=build_task(job).compute_metrics)
     recorded = summary["winner"]["best_checkpoint"]["eval_accuracy"]
     assert trainer.evaluate()["eval_accuracy"] == pytest.approx(recorded, abs=1e-9)
+
+
+def test_sweeps_show_and_the_optuna_study_on_s3(s3_sweep, tmp_path):
+    import optuna
+
+    from ftplat.tune.status import read_sweep_status
+
+    _, summary, sweep_uri, keys = s3_sweep
+    shown = read_sweep_status(sweep_uri).to_dict()
+    assert shown["status"] == "finished" and shown["trials_done"] == 4
+    assert shown["leader"]["trial_id"] == summary["winner"]["trial_id"]
+    assert shown["storage_bytes"] > 0
+
+    # SQLite cannot live on S3: the driver's study was copied into the sweep folder as trials ended.
+    assert f"{PREFIX}/{NAME}/optuna_study.db" in keys
+    local = tmp_path / "optuna_study.db"
+    import boto3
+
+    boto3.client("s3").download_file(BUCKET, f"{PREFIX}/{NAME}/optuna_study.db", str(local))
+    study = optuna.load_study(study_name=NAME, storage=f"sqlite:///{local}")
+    assert len(study.trials) == 4 and all(t.state.name == "COMPLETE" for t in study.trials)
+    told = sorted((t.params["training.learning_rate"], t.value) for t in study.trials)
+    assert told == sorted((t["hyperparameters"]["training.learning_rate"], t["scores"][summary["scope"]])
+                          for t in summary["trials"])

@@ -100,3 +100,58 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     ended = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Trial ")]
     assert sorted(ended) == sorted(f"Trial {t['trial_id']} finished: {EPOCHS} evaluation(s), eval_accuracy[last]="
                                    f"{t['scores']['last']:.4g}" for t in summary["trials"])
+
+    # The Optuna study, in the sweep folder, holds the search as Tune told it: each trial's
+    # searched value and scope score, and optuna-dashboard serves it.
+    import optuna
+    from wsgiref.util import setup_testing_defaults
+
+    from optuna_dashboard import wsgi
+
+    study_file = storage / "watched" / "optuna_study.db"
+    assert study_file.is_file()
+    study = optuna.load_study(study_name="watched", storage=f"sqlite:///{study_file}")
+    assert len(study.trials) == NUM_TRIALS and all(t.state.name == "COMPLETE" for t in study.trials)
+    told = sorted((t.params["training.learning_rate"], t.value) for t in study.trials)
+    assert told == sorted((t["hyperparameters"]["training.learning_rate"], t["scores"]["last"])
+                          for t in summary["trials"])
+    assert all(len(t.intermediate_values) == EPOCHS for t in study.trials)
+    assert study.best_value == summary["winner"]["score"]
+
+    def get(path):
+        status = []
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "after=0"}
+        setup_testing_defaults(environ)
+        body = b"".join(wsgi(f"sqlite:///{study_file}")(environ, lambda s, h, *a: status.append(s)))
+        assert status[0].startswith("200"), (path, status)
+        return json.loads(body)
+
+    [listed] = get("/api/studies")["study_summaries"]
+    assert listed["study_name"] == "watched"
+    detail = get(f"/api/studies/{listed['study_id']}")
+    assert len(detail["trials"]) == NUM_TRIALS
+    assert [p["name"] for p in detail["union_search_space"]] == ["training.learning_rate"]
+
+    # The dashboard's Train page (Train V2 state tracking) lists each trial's run by its name.
+    from ray.train.v2._internal.state.state_actor import get_state_actor
+
+    import ray
+
+    runs = ray.get(get_state_actor().get_train_runs.remote()).values()
+    assert {f"train-{t['trial_id']}" for t in summary["trials"]} <= {r.name for r in runs}
+
+    # `ftplat reproduce` runs a losing trial again from the records alone and gets its scores.
+    from ftplat.cli.main import main as ftplat_main
+
+    loser = next(t for t in summary["trials"] if t["trial_id"] != summary["winner"]["trial_id"])
+    capfd.readouterr()
+    assert ftplat_main(["reproduce", "watched", "--storage", str(storage), "--trial", loser["trial_id"],
+                        "--tolerance", "0"]) == 0
+    printed = capfd.readouterr().out
+    assert f"Trial {loser['trial_id']} of sweep watched, run again as sweep watched-reproduce-{loser['trial_id']}:" \
+        in printed
+    assert "largest difference 0 (tolerance 0): matched" in printed
+    again = json.loads((storage / f"watched-reproduce-{loser['trial_id']}" / "summary.json").read_text())
+    [rerun] = again["trials"]
+    assert rerun["hyperparameters"] == loser["hyperparameters"]
+    assert [r["eval_accuracy"] for r in rerun["history"]] == [r["eval_accuracy"] for r in loser["history"]]

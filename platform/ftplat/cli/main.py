@@ -8,6 +8,7 @@ COMMANDS = {
     "sweep": ("ftplat.cli.sweep", "run a hyperparameter sweep"),
     "checkpoints": ("ftplat.cli.checkpoints", "checkpoints gc SWEEP [--dry-run]: apply the retention policy"),
     "sweeps": ("ftplat.cli.sweeps", "sweeps list [STORAGE] | show SWEEP [--json]: how far sweeps are, from storage"),
+    "reproduce": ("ftplat.cli.reproduce", "reproduce SWEEP [--trial ID]: run a recorded trial again, compare scores"),
     "export": ("ftplat.cli.export", "export SWEEP OUT_DIR: the winner as a Hugging Face model directory"),
     "predict": ("ftplat.cli.predict", "predict MODEL_DIR TEXT... [--file F]: predictions of any task"),
     "ds-estimate": ("ftplat.cli.ds_estimate", "ds-estimate --model M --num-gpus N: DeepSpeed ZeRO memory needs"),

@@ -201,11 +201,21 @@ def load_sweep_configs(
     No file (``None``) means the embedded defaults (the IMDB recipe and its default space); an
     empty file is refused.
     """
+    job_data = read_yaml(config_path, option="--config") if config_path else {}
+    space_data = read_yaml(search_space_path, option="--search-space") if search_space_path else {}
+    return build_sweep_configs(job_data, space_data, overrides,
+                               job_source=str(config_path) if config_path else "job config",
+                               space_source=str(search_space_path) if search_space_path else "search space")
+
+
+def build_sweep_configs(job_data: dict[str, Any], space_data: dict[str, Any], overrides: list[str] = (), *,
+                        job_source: str = "job config", space_source: str = "search space",
+                        ) -> tuple[JobConfig, SearchSpaceConfig]:
+    """:func:`load_sweep_configs` on YAML-shaped data already read (a sweep's recorded
+    ``sweep_config.json``, for one); ``*_source`` name the data in error messages."""
     job_overrides = [o for o in overrides if not o.startswith(SEARCH_PREFIX)]
     space_overrides = [o[len(SEARCH_PREFIX) :] for o in overrides if o.startswith(SEARCH_PREFIX)]
 
-    job_source = str(config_path) if config_path else "job config"
-    job_data = read_yaml(config_path, option="--config") if config_path else {}
     check_misplaced_keys(list(job_data), source=job_source, own=JobConfig, other=SearchSpaceConfig,
                          other_name="search-space", fix="pass this file with --search-space, not --config")
     check_misplaced_keys(_override_keys(job_overrides), source="override", own=JobConfig,
@@ -214,8 +224,6 @@ def load_sweep_configs(
     job_data = apply_overrides(job_data, job_overrides)
     job = resolve_local_paths(validate(JobConfig, job_data, source=job_source))
 
-    space_source = str(search_space_path) if search_space_path else "search space"
-    space_data = read_yaml(search_space_path, option="--search-space") if search_space_path else {}
     check_misplaced_keys(list(space_data), source=space_source, own=SearchSpaceConfig, other=JobConfig,
                          other_name="job-config", fix="pass this file with --config, not --search-space")
     check_misplaced_keys(_override_keys(space_overrides), source="override", own=SearchSpaceConfig,

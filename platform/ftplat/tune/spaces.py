@@ -33,12 +33,15 @@ def build_param_space(space: SearchSpaceConfig) -> dict[str, Any]:
     return out
 
 
-def build_search_alg(space: SearchSpaceConfig, max_concurrent: int) -> ConcurrencyLimiter | BasicVariantGenerator:
+def build_search_alg(space: SearchSpaceConfig, max_concurrent: int, *, study_name: str = "ftplat",
+                     study_storage: optuna.storages.BaseStorage | None = None,
+                     ) -> ConcurrencyLimiter | BasicVariantGenerator:
     """The proposer, running at most ``max_concurrent`` trials at once.
 
     The limit is applied here, not through ``TuneConfig.max_concurrent_trials``: Tune ignores
     that setting (with only a warning) for a ``BasicVariantGenerator`` passed in, so random
-    search would start every trial at once.
+    search would start every trial at once. ``study_storage`` keeps Optuna's study where
+    ``optuna-dashboard`` can open it (in memory when None).
     """
     # metric and mode come from TuneConfig (the "objective" key), set once for everything.
     points = [dict(p) for p in space.points_to_evaluate] or None
@@ -49,7 +52,8 @@ def build_search_alg(space: SearchSpaceConfig, max_concurrent: int) -> Concurren
     # Optuna's TPE default starts with 10 random trials, so a sweep of up to 10 trials would
     # never use what it learned; the config sets a start that fits the budget.
     sampler = optuna.samplers.TPESampler(seed=space.seed, n_startup_trials=space.build_startup_trials())
-    return ConcurrencyLimiter(OptunaSearch(sampler=sampler, points_to_evaluate=points), max_concurrent=max_concurrent)
+    searcher = OptunaSearch(sampler=sampler, points_to_evaluate=points, study_name=study_name, storage=study_storage)
+    return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
 
 
 def build_max_evaluations(job: JobConfig) -> int | None:

@@ -26,6 +26,8 @@ from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.preflight import check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
+from ftplat.tune.study import (StudyUploadCallback, build_dashboard_command, build_study_storage,
+                               is_local_storage, run_download_study)
 from ftplat.tune.summary import format_summary_table, read_sweep_summary
 from ftplat.tune.test_score import run_test_score
 from ftplat.versions import collect_versions
@@ -61,6 +63,7 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
         {"CPU": job.resources.trial_driver_cpus},
     )
     if resume:
+        run_download_study(sweep_path)
         return tune.Tuner.restore(sweep_path, trainable=trainable, resume_unfinished=True, resume_errored=True)
     return tune.Tuner(
         trainable,
@@ -68,7 +71,9 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
         tune_config=tune.TuneConfig(
             metric=OBJECTIVE_KEY,
             mode=space.objective.mode,
-            search_alg=build_search_alg(space, job.resources.max_concurrent_trials),
+            search_alg=build_search_alg(space, job.resources.max_concurrent_trials, study_name=sweep_name,
+                                        study_storage=build_study_storage(sweep_path)
+                                        if space.algorithm == "optuna" else None),
             scheduler=build_scheduler(space, job),
             num_samples=space.num_samples,
         ),
@@ -120,6 +125,8 @@ def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: 
     # Stopped and failed trials leave their node-local scratch behind (their workers are killed).
     callbacks: list[tune.Callback] = [ScratchCleanupCallback(), TrialEndLogCallback(
         sweep_path=sweep_path, metric=space.objective.metric, scope=space.scope)]
+    if space.algorithm == "optuna" and not is_local_storage(sweep_path):
+        callbacks.append(StudyUploadCallback(sweep_path))
     if not job.retention.apply_during_sweep:
         return callbacks
     return [*callbacks, LiveRetentionCallback(
@@ -204,6 +211,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
             ray.shutdown()
     print(format_summary_table(summary), flush=True)
     print(f"Summary: {redact_text(build_summary_uri(sweep_path))}", flush=True)
+    if space.algorithm == "optuna":
+        print(f"Optuna study: {redact_text(build_dashboard_command(sweep_path))}", flush=True)
     return summary
 
 
