@@ -6,6 +6,8 @@ registered model with a signature, pinned requirements and an input example."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,3 +186,18 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     assert info.saved_input_example_info is not None
     rows = model.predict(["i love this movie", "i hate this movie"])
     assert len(rows) == 2 and all(set(r) == {"label", "score"} for r in rows)
+
+    # ftplat travels in the model: a fresh process loads the model's copy of the package
+    # (MLflow puts the model's code first on sys.path), not the one installed here.
+    with scoped_tracking_uri(tracking["tracking_uri"]):
+        local = mlflow.artifacts.download_artifacts("models:/legible/1", dst_path=str(tmp_path / "served"))
+    assert (Path(local) / "code" / "ftplat" / "tracking" / "pyfunc_model.py").is_file()
+    served = subprocess.run([sys.executable, "-c", (
+        "import sys, mlflow.pyfunc\n"
+        f"model = mlflow.pyfunc.load_model({local!r})\n"
+        "print(model.predict(['i love this movie'])[0]['label'], sys.modules['ftplat'].__file__)")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert served.returncode == 0, served.stderr[-2000:]
+    label, package = served.stdout.split()[-2:]
+    assert label == rows[0]["label"]
+    assert Path(package).is_relative_to(Path(local) / "code" / "ftplat")

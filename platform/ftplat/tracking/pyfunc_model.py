@@ -8,6 +8,7 @@ the predictions, so every task is served by this one class.
 from __future__ import annotations
 
 import logging
+import os
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -37,6 +38,13 @@ def build_pip_requirements(*, uses_peft: bool, read_version=version) -> list[str
         except PackageNotFoundError:
             pins.append(name)
     return pins
+
+
+def build_package_dir() -> str:
+    """The ``ftplat`` package folder, shipped in the model as its code."""
+    import ftplat
+
+    return os.path.dirname(os.path.abspath(ftplat.__file__))
 
 
 def build_input_example(text_pair: bool):

@@ -111,8 +111,8 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     its folder gets ``ftplat_task.json`` (the job's task) so the model serves that task."""
     import mlflow
 
-    from ftplat.tracking.pyfunc_model import (TaskPipelineModel, build_input_example, build_pip_requirements,
-                                              run_infer_signature)
+    from ftplat.tracking.pyfunc_model import (TaskPipelineModel, build_input_example, build_package_dir,
+                                              build_pip_requirements, run_infer_signature)
 
     winner = summary.winner
     if not winner or not winner.best_checkpoint:
@@ -137,6 +137,9 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
                 artifacts={"hf_model": tmp},
                 registered_model_name=model_name,
                 pip_requirements=build_pip_requirements(uses_peft=bool((job.get("model") or {}).get("peft"))),
+                # The model's class and its task's pipeline are ftplat code, which no package index
+                # holds: the package travels inside the model, and MLflow puts it on sys.path at load.
+                code_paths=[build_package_dir()],
                 signature=signature,
                 input_example=example,
             )
