@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -60,7 +61,7 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
         f"model.name_or_path={tiny_model_dir}", f"data.source={sentiment_data_dir}",
         f"storage.storage_path={storage}", "storage.sweep_name=watched",
         "data.max_length=32", "data.train_size=256", "data.eval_size=64", "data.eval_split=test",
-        f"training.num_train_epochs={EPOCHS}.0", "resources.max_concurrent_trials=1", "tracking.enabled=false",
+        f"training.num_train_epochs={EPOCHS}.0", "training.logging_steps=8", "resources.max_concurrent_trials=1", "tracking.enabled=false",
         f"search.num_samples={NUM_TRIALS}", "search.seed=5",
         "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}",
     ])
@@ -101,6 +102,17 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     assert sorted(ended) == sorted(f"Trial {t['trial_id']} finished: {EPOCHS} evaluation(s), eval_accuracy[last]="
                                    f"{t['scores']['last']:.4g}" for t in summary["trials"])
 
+    # Each trial's worker printed progress lines named by its Train run, not the Trainer's dicts.
+    import ray
+
+    logs = ray._private.worker.global_worker.node.get_logs_dir_path()
+    printed = "\n".join(p.read_text(errors="replace") for p in Path(logs).glob("worker-*.out"))
+    for t in summary["trials"]:
+        mine = [line for line in printed.splitlines() if f"train-{t['trial_id']} step " in line]
+        assert sum(" | eval_loss " in line and "eval_accuracy" in line for line in mine) == EPOCHS, mine
+        assert any(" | loss " in line and ", ETA " in line for line in mine), mine
+    assert "{'loss'" not in printed and "{'eval_loss'" not in printed
+
     # The Optuna study, in the sweep folder, holds the search as Tune told it: each trial's
     # searched value and scope score, and optuna-dashboard serves it.
     import optuna
@@ -134,8 +146,6 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
 
     # The dashboard's Train page (Train V2 state tracking) lists each trial's run by its name.
     from ray.train.v2._internal.state.state_actor import get_state_actor
-
-    import ray
 
     runs = ray.get(get_state_actor().get_train_runs.remote()).values()
     assert {f"train-{t['trial_id']}" for t in summary["trials"]} <= {r.name for r in runs}

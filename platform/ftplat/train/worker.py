@@ -24,6 +24,7 @@ from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
 from ftplat.train.arguments import build_training_arguments
 from ftplat.tasks import build_task
 from ftplat.train.modeling import build_model
+from ftplat.train.progress import ProgressLineCallback, run_replace_printer
 from ftplat.train.reporting import RayScopeReportCallback
 from ftplat.train.scratch import build_scratch_dir, run_remove_scratch
 from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed
@@ -96,6 +97,7 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         # DDP and all-reduce every gradient with itself (about 10% of a CPU step here).
         # DeepSpeed needs the distributed setup even alone, so it keeps LOCAL_RANK.
         os.environ.pop("LOCAL_RANK", None)
+        run_quiet_parallel_mode_warning()
     output_dir = build_scratch_dir(ctx.get_experiment_name())
     run_clear_stale_scratch(ctx.get_experiment_name(), local_rank=ctx.get_local_rank())
     reporter = RayScopeReportCallback(
@@ -104,6 +106,8 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
     )
     trainer = build_trainer(job, train_table=tables[TRAIN], eval_table=tables[EVAL], output_dir=output_dir,
                             callbacks=[reporter], deepspeed=deepspeed, report_to=config.get("report_to"))
+    # The run is named train-<trial id>: its lines in the job log say which trial they are.
+    run_replace_printer(trainer, ProgressLineCallback(trial=ctx.get_experiment_name(), metric=objective["metric"]))
     if config.get("tracking") and ctx.get_world_rank() == 0:
         trainer.add_callback(MlflowTrialCallback(**config["tracking"]))
     trainer = prepare_trainer(trainer)
@@ -126,6 +130,21 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
             # The sweep driver removes every trial's scratch again when the trial ends.
             logger.warning("Scratch folder of %s not removed", ctx.get_experiment_name(), exc_info=True)
     return result
+
+
+#: What transformers logs once per trial when a process group exists but accelerate trains alone.
+PARALLEL_MODE_WARNING = "torch.distributed process group is initialized, but parallel_mode"
+
+
+def run_quiet_parallel_mode_warning() -> None:
+    """Ray Train forms a process group even for one worker; ftplat then trains that worker
+    without DDP on purpose (above), which transformers reports as a launch mistake ("launch your
+    script with torch.distributed.launch") in every trial's log. Only that message is dropped."""
+    logging.getLogger("transformers.training_args").addFilter(drop_parallel_mode_warning)  # once: same object
+
+
+def drop_parallel_mode_warning(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith(PARALLEL_MODE_WARNING)
 
 
 def run_clear_stale_scratch(run_name: str, *, local_rank: int) -> None:
