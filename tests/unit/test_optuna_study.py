@@ -41,3 +41,26 @@ def test_the_searcher_tells_the_study_in_the_file(tmp_path):
     [trial] = study.trials
     assert trial.value == 0.75 and trial.params == proposed
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+
+
+def test_a_new_object_store_sweep_starts_a_new_study(tmp_path, monkeypatch, caplog):
+    """A sweep deleted from the bucket and run again under the same URI: the file the earlier
+    one left on this driver is removed, or Optuna would load its trials into the new study."""
+    from ftplat.tune.study import run_clear_stale_study
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    uri = "s3://bucket/x/sweep-a"
+    old = optuna.create_study(study_name="sweep-a", storage=build_study_storage(uri))
+    old.add_trial(optuna.trial.create_trial(value=0.5))
+    caplog.set_level("INFO", logger="ftplat")
+    run_clear_stale_study(uri)
+    assert not os.path.exists(build_local_study_path(uri))
+    assert "earlier sweep of s3://bucket/x/sweep-a" in caplog.text
+    fresh = optuna.create_study(study_name="sweep-a", storage=build_study_storage(uri), load_if_exists=True)
+    assert fresh.trials == []
+
+    local = tmp_path / "results" / "sweep-b"
+    local.mkdir(parents=True)
+    (local / "optuna_study.db").write_text("")
+    run_clear_stale_study(str(local))  # a local sweep folder is the sweep's own: never touched here
+    assert (local / "optuna_study.db").exists()

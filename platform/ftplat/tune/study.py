@@ -60,6 +60,18 @@ def build_dashboard_command(sweep_path: str) -> str:
     return f"optuna-dashboard sqlite:///{STUDY_FILE}  (after downloading {build_study_uri(sweep_path)})"
 
 
+def run_clear_stale_study(sweep_path: str) -> None:
+    """Before a new sweep on object storage: remove the driver's file an earlier sweep of the
+    same URI left (deleted from the bucket and run again), whose trials Optuna would otherwise
+    load into the new study. A local sweep folder is new by then (preflight refuses one that exists)."""
+    if is_local_storage(sweep_path):
+        return
+    local = build_local_study_path(sweep_path)
+    if os.path.exists(local):
+        logger.info("Removing the Optuna study an earlier sweep of %s left on this driver: %s", sweep_path, local)
+        os.remove(local)
+
+
 def run_upload_study(sweep_path: str) -> None:
     """Copy the driver's study file to the sweep folder on object storage (no-op when local)."""
     if is_local_storage(sweep_path):

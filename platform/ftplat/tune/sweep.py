@@ -27,7 +27,7 @@ from ftplat.tune.preflight import check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.study import (StudyUploadCallback, build_dashboard_command, build_study_storage,
-                               is_local_storage, run_download_study)
+                               is_local_storage, run_clear_stale_study, run_download_study)
 from ftplat.tune.summary import format_summary_table, read_sweep_summary
 from ftplat.tune.test_score import run_test_score
 from ftplat.versions import collect_versions
@@ -63,7 +63,6 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
         {"CPU": job.resources.trial_driver_cpus},
     )
     if resume:
-        run_download_study(sweep_path)
         return tune.Tuner.restore(sweep_path, trainable=trainable, resume_unfinished=True, resume_errored=True)
     return tune.Tuner(
         trainable,
@@ -182,6 +181,10 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 config_json=config_json, dashboard_url=read_dashboard_url(),
             )
         data_ref = ray.put(tokenized.tables)
+        if space.algorithm == "optuna" and resume:  # the driver's SQLite file, on object storage
+            run_download_study(sweep_path)
+        elif space.algorithm == "optuna":
+            run_clear_stale_study(sweep_path)
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
                             data_ref=data_ref, tracking=tracking, resume=resume,
                             deepspeed_configs=pre.deepspeed_configs)
