@@ -149,6 +149,12 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
 
     runs = ray.get(get_state_actor().get_train_runs.remote()).values()
     assert {f"train-{t['trial_id']}" for t in summary["trials"]} <= {r.name for r in runs}
+    # The Actors page's Repr column (and the driver's log prefix) names each trial's driver.
+    from ray.util.state import list_actors
+
+    drivers = list_actors(filters=[("class_name", "=", "ImplicitFunc")], detail=True, limit=1000,
+                          raise_on_missing_output=False)
+    assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= {a.repr_name for a in drivers}
 
     # `ftplat reproduce` runs a losing trial again from the records alone and gets its scores.
     from ftplat.cli.main import main as ftplat_main

@@ -71,8 +71,8 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     """
     started = time.perf_counter()
     run_disable_train_print_patch()
-    # The dashboard's Train page lists a run only when its trainer tracks state (off in Ray
-    # 2.60 by default); each trial's run is then listed under its name, train-<trial id>.
+    # The dashboard's Train state API lists a run only when its trainer tracks state (off in
+    # Ray 2.60 by default); each trial's run is then listed under its name, train-<trial id>.
     # Read when the trainer is built, in this process; a cluster's own setting wins.
     os.environ.setdefault(RAY_TRAIN_ENABLE_STATE_TRACKING, "1")
     trial_id = ray.tune.get_context().get_trial_id()
@@ -111,3 +111,23 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     # checkpoints; returning it would make Tune record one more result row.
     write_json(build_trial_result_uri(join_uri(sweep_path, run_name)),
                {**record, "driver_wall_s": round(time.perf_counter() - started, 3)})
+
+
+class TrialNamedActor:
+    """Mixed into the class Tune makes of ``train_driver_fn`` (Tune's ``__mixins__`` hook).
+
+    Ray shows an actor's repr in the dashboard's Actors page ("Repr") and prefixes its log lines
+    with it; Tune's class reprs as its function's name (``self._name``), the same for every trial.
+    Set per instance, once Tune has given the actor its trial, it names the trial instead.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._name = build_trial_repr(self.trial_id)
+
+
+def build_trial_repr(trial_id: str) -> str:
+    return f"trial-{trial_id}"
+
+
+train_driver_fn.__mixins__ = (TrialNamedActor,)
