@@ -55,7 +55,7 @@ def test_mlflow_commands_in_the_docs_bind_loopback():
         commands += re.findall(r"mlflow (?:ui|server)\b[^\n`]*", path.read_text())
     assert commands
     assert all("--host 127.0.0.1" in c for c in commands if "--backend-store-uri" in c or "--host" in c), commands
-    screenshot = (REPO / "docs" / "mlflow_screenshot.py").read_text()
+    screenshot = (REPO / "docs" / "screenshots.py").read_text()
     assert '"127.0.0.1"' in screenshot and "0.0.0.0" not in screenshot
 
 
