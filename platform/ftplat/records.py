@@ -93,6 +93,9 @@ class TrialRecord:
     train_result: dict[str, Any] | None = None
     error: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
+    #: Reserved ``cpus``/``gpus``, ``wall_s``, ``cpu_seconds``/``gpu_seconds`` and, after the
+    #: final retention pass, ``storage_bytes`` (``ftplat.tune.accounting``).
+    cost: dict[str, Any] | None = None
 
     @property
     def num_evaluations(self) -> int:
@@ -114,6 +117,7 @@ class TrialRecord:
             "train_result": self.train_result,
             "error": self.error,
             "history": self.history,
+            "cost": self.cost,
         }
 
     @classmethod
@@ -128,6 +132,7 @@ class TrialRecord:
             train_result=data.get("train_result"),
             error=data.get("error"),
             history=list(data.get("history") or []),
+            cost=data.get("cost"),
         )
 
 
@@ -180,6 +185,8 @@ class SweepSummary:
     #: ``rows``, ``trial_id``, ``checkpoint``, ``metrics`` (``test_<name>``); or ``skipped``
     #: (why none was taken) or ``error`` (it failed: the sweep exits 1).
     test: dict[str, Any] | None = None
+    #: The trials' compute-seconds summed and the sweep folder's bytes after retention.
+    cost: dict[str, Any] | None = None
 
     @property
     def status_counts(self) -> dict[str, int]:
@@ -219,6 +226,7 @@ class SweepSummary:
             "tracking_error": self.tracking_error,
             "task": self.task,
             "test": self.test,
+            "cost": self.cost,
         }
 
     @classmethod
@@ -245,6 +253,7 @@ class SweepSummary:
             tracking_error=data.get("tracking_error"),
             task=data.get("task"),
             test=data.get("test"),
+            cost=data.get("cost"),
         )
 
     @classmethod

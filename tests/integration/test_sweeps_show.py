@@ -96,6 +96,19 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     on_disk = sum(p.stat().st_size for p in (storage / "watched").rglob("*") if p.is_file())
     assert after["storage_bytes"] == on_disk
 
+    # What the sweep cost: each trial's reservation (driver 0.25 CPU + one 1-CPU worker) times its
+    # wall, and its folder's bytes after retention; the sweep's sums (summary.json itself was
+    # rewritten after the count, with the cost in it).
+    for t in summary["trials"]:
+        cost = t["cost"]
+        assert (cost["cpus"], cost["gpus"]) == (1.25, 0.0) and cost["wall_s"] > 0
+        assert cost["cpu_seconds"] == pytest.approx(cost["wall_s"] * 1.25, abs=0.1)
+        folder = storage / "watched" / f"train-{t['trial_id']}"
+        assert cost["storage_bytes"] == sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) > 0
+    assert summary["cost"]["cpu_seconds"] == pytest.approx(sum(t["cost"]["cpu_seconds"] for t in summary["trials"]),
+                                                           abs=0.2)
+    assert abs(summary["cost"]["storage_bytes"] - on_disk) < 64 * 1024
+
     # Tune's table (its columns: tests/unit/test_sweeps_status.py) prints on Tune's own schedule
     # and width rules, which a full suite run did not meet; the trial-end lines are ftplat's.
     ended = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Trial ")]
@@ -152,8 +165,11 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     # The Actors page's Repr column (and the driver's log prefix) names each trial's driver.
     from ray.util.state import list_actors
 
-    drivers = list_actors(filters=[("class_name", "=", "ImplicitFunc")], detail=True, limit=1000,
-                          raise_on_missing_output=False)
+    from ftplat.ray_internals import read_dashboard_url
+
+    # Addressed: with none, the state API looks for any cluster on this host, and may find two.
+    drivers = list_actors(address=f"http://{read_dashboard_url()}", filters=[("class_name", "=", "ImplicitFunc")],
+                          detail=True, limit=1000, raise_on_missing_output=False)
     assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= {a.repr_name for a in drivers}
 
     # `ftplat reproduce` runs a losing trial again from the records alone and gets its scores.

@@ -99,14 +99,18 @@ def build_summary(sweep: Path, checkpoint: Path) -> dict:
         return {"trial_id": tid, "status": "TERMINATED", "train_run_path": str(sweep / f"train-{tid}"),
                 "hyperparameters": {"training.learning_rate": lr, "training.weight_decay": wd, "model.peft.r": r},
                 "scores": {"last": score},
-                "history": [{"training_iteration": 1, "step": 4, "epoch": 1.0, "eval_accuracy": score}]}
+                "history": [{"training_iteration": 1, "step": 4, "epoch": 1.0, "eval_accuracy": score}],
+                "cost": {"wall_s": 80.0, "cpus": 1.25, "gpus": 0.0, "cpu_seconds": 100.0, "gpu_seconds": 0.0,
+                         "storage_bytes": 4096 if tid == "t2" else 0}}
 
     ckpt = {"path": str(checkpoint), "exists": True, "step": 4, "epoch": 1.0, "eval_accuracy": 0.75}
     return {"sweep_name": "legible", "sweep_path": str(sweep), "objective": {"metric": "eval_accuracy", "mode": "max"},
             "scope": "last", "metric_for_best_model": "eval_accuracy", "greater_is_better": True,
             "trials": [{**trial("t1", 3e-5, 0.002, 8, 0.5)}, {**trial("t2", 1.5e-4, 0.09, 16, 0.75),
                                                               "best_checkpoint": ckpt}],
-            "winner": {"trial_id": "t2", "score": 0.75, "hyperparameters": {}, "best_checkpoint": ckpt}}
+            "winner": {"trial_id": "t2", "score": 0.75, "hyperparameters": {}, "best_checkpoint": ckpt},
+            "cost": {"cpu_seconds": 200.0, "gpu_seconds": 0.0, "trial_wall_s": 160.0, "storage_bytes": 5000,
+                     "storage_files": 9}}
 
 
 def test_report_axes_and_colours_follow_the_space_and_the_winner(tmp_path, monkeypatch):
@@ -166,6 +170,11 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     client = build_client(tracking["tracking_uri"])
     winner, loser = client.get_run(run_ids["t2"]), client.get_run(run_ids["t1"])
     assert winner.data.tags["ftplat.winner"] == "true" and "ftplat.winner" not in loser.data.tags
+    # What each trial and the sweep cost, as metrics MLflow can compare and sum.
+    assert {k: v for k, v in winner.data.metrics.items() if k.startswith("cost.")} == {
+        "cost.cpu_seconds": 100.0, "cost.gpu_seconds": 0.0, "cost.wall_s": 80.0, "cost.storage_bytes": 4096.0}
+    parent = client.get_run(tracking["parent_run_id"]).data.metrics
+    assert (parent["cost.cpu_seconds"], parent["cost.trial_wall_s"], parent["cost.storage_bytes"]) == (200.0, 160.0, 5000.0)
     assert winner.data.tags["ftplat.registered_model"] == "legible"
     assert winner.data.tags["ftplat.registered_model_version"] == "1"
     mv = client.get_model_version("legible", "1")

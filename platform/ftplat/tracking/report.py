@@ -169,6 +169,17 @@ def build_trials_tracking_error(summary: SweepSummary) -> str | None:
             f"{', '.join(trial_id for trial_id, _ in lost)} (first error: {first})")
 
 
+#: The cost fields logged as MLflow metrics (``cost.<field>``), on trial runs and on the parent.
+COST_METRICS = ("cpu_seconds", "gpu_seconds", "wall_s", "trial_wall_s", "storage_bytes")
+
+
+def build_cost_metrics(cost: dict[str, Any] | None) -> list:
+    from mlflow.entities import Metric
+
+    return [Metric(f"cost.{k}", float(cost[k]), 0, 0) for k in COST_METRICS
+            if cost and isinstance(cost.get(k), (int, float))]
+
+
 def run_finish_sweep(tracking: dict[str, str], summary: SweepSummary, *,
                      registered_model_name: str | None, full_length: int | None) -> str | None:
     """Final trial metrics and statuses, then the parent's winner, report plot and model.
@@ -200,6 +211,7 @@ def _run_finish_steps(tracking: dict[str, str], summary: SweepSummary, *, regist
         if run_id is None:  # the trial never started, or tracking failed when it did
             continue
         scores = [Metric(f"score.{s}", float(v), 0, 0) for s, v in record.scores.items() if is_finite_score(v)]
+        scores += build_cost_metrics(record.cost)
         if scores:
             client.log_batch(run_id, metrics=scores)
         client.set_tag(run_id, "ftplat.tune_status", record.status)
@@ -215,6 +227,8 @@ def _run_finish_steps(tracking: dict[str, str], summary: SweepSummary, *, regist
                                                  float(winner.score), 0, 0)],
                          params=[Param("winner.trial_id", winner.trial_id)])
         client.set_tag(parent, "ftplat.winner", winner.trial_id)
+    if build_cost_metrics(summary.cost):
+        client.log_batch(parent, metrics=build_cost_metrics(summary.cost))
     test_metrics = [Metric(f"winner.{name}", float(value), 0, 0)
                     for name, value in ((summary.test or {}).get("metrics") or {}).items()
                     if isinstance(value, (int, float)) and is_finite_score(value)]

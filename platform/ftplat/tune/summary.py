@@ -8,9 +8,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from ray.tune import ExperimentAnalysis
+from ray.tune.result import TIME_TOTAL_S
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
+from ftplat.tune.accounting import (build_trial_cost, build_trial_reservation, format_bytes,
+                                    format_sweep_cost_line, select_trial_wall)
 from ftplat.layout import (
     build_checkpoint_name,
     build_train_run_uri,
@@ -129,16 +132,21 @@ def read_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig,
         best_checkpoint = BestCheckpoint(path=uri, exists=path_exists(uri), step=best_row.get("step"),
                                          epoch=clean_value(best_row.get("epoch")), metric=best_metric,
                                          value=clean_value(best_row.get(best_metric)))
+    hyperparameters = {k: clean_value(trial.config[k]) for k in space.parameters if k in trial.config}
+    train_result = _read_train_result(run_uri)
+    cpus, gpus = build_trial_reservation(job, hyperparameters)
+    wall = select_trial_wall(train_result, (trial.last_result or {}).get(TIME_TOTAL_S))
     record = TrialRecord(
         trial_id=trial.trial_id,
         status=trial.status,
-        hyperparameters={k: clean_value(trial.config[k]) for k in space.parameters if k in trial.config},
+        hyperparameters=hyperparameters,
         scores={s: clean_value(scope_score(stats, s, mode)) for s in SCOPES},
         best_checkpoint=best_checkpoint,
         train_run_path=run_uri,
-        train_result=_read_train_result(run_uri),
+        train_result=train_result,
         error=read_trial_error(trial),
         history=[{k: clean_value(v) for k, v in row.items()} for row in rows],
+        cost=build_trial_cost(wall_s=wall, cpus=cpus, gpus=gpus),
     )
     return record, stats
 
@@ -215,7 +223,8 @@ def format_summary_table(summary: SweepSummary) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip() for r in [headers, *rows]]
     lines.append(format_winner_line(summary))
-    return "\n".join(lines)
+    sweep_cost = format_sweep_cost_line(summary)
+    return "\n".join([*lines, *([sweep_cost] if sweep_cost else [])])
 
 
 def format_winner_line(summary: SweepSummary) -> str:
@@ -230,13 +239,6 @@ def format_winner_line(summary: SweepSummary) -> str:
     return "\n".join([line, *format_selection_lines(summary), *format_cost_lines(summary)])
 
 
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
 def format_cost_lines(summary: SweepSummary) -> list[str]:
     """What the winner trained and what its checkpoints weigh (a peft adapter's: megabytes)."""
     trial = summary.winner_trial()
@@ -247,9 +249,9 @@ def format_cost_lines(summary: SweepSummary) -> list[str]:
             f"({100 * result['trainable_parameters'] / result['total_parameters']:.2f}%)")
     sizes = result.get("checkpoint_bytes") or {}
     if sizes.get("total"):
-        line += f"; a checkpoint {_bytes(sizes['model'])} of model, {_bytes(sizes['total'])} with training state"
+        line += f"; a checkpoint {format_bytes(sizes['model'])} of model, {format_bytes(sizes['total'])} with training state"
     if result.get("peak_memory_bytes"):
-        line += f"; peak worker memory {_bytes(result['peak_memory_bytes'])}"
+        line += f"; peak worker memory {format_bytes(result['peak_memory_bytes'])}"
     return [line]
 
 

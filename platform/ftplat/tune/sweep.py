@@ -22,6 +22,7 @@ from ftplat.storage import check_writable, path_exists, write_json
 from ftplat.tracking.params import build_parent_params
 from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
+from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
 from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.preflight import check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
@@ -246,6 +247,10 @@ def run_close_sweep(job: JobConfig, summary: SweepSummary, tracking: dict[str, s
     except Exception as exc:  # the flags stay as they were read before retention
         summary.retention_error = summary.retention_error or f"re-reading the best checkpoints: {format_error(exc)}"
         logger.exception("Could not re-read which best checkpoints exist after retention")
+    try:
+        summary = build_sweep_cost(summary, *read_folder_bytes(summary.sweep_path))
+    except Exception:  # noqa: BLE001 - what the sweep holds is information; a failed listing leaves it out
+        logger.warning("Could not measure what the sweep keeps in storage", exc_info=True)
     summary.write()
     if tracking:
         summary.tracking_error = run_finish_sweep(tracking, summary,
