@@ -36,5 +36,5 @@ def test_killed_worker_resumes_from_its_latest_checkpoint(tiny_model_dir, sentim
     assert trial["train_result"]["global_step"] == 3 * STEPS_PER_EPOCH
     assert "[FailurePolicy] RETRY" in log and "Source: worker group" in log  # Ray restarted it
     # Each Trainer log line reaches the driver once (Train V2's print patch used to tee it).
-    printed = [line for line in log.splitlines() if "{'eval_loss': '" in line]
+    printed = [line for line in log.splitlines() if " step " in line and " | eval_loss " in line]
     assert printed and all(a != b for a, b in zip(printed, printed[1:])), printed
