@@ -3,6 +3,8 @@
     # while the sweep runs: its private cluster's dashboard (the URL is the MLflow parent run's
     # tag ray.dashboard_url, or the driver's "Ray dashboard: http://..." log line)
     python docs/screenshots.py ray --url http://127.0.0.1:8265 --out docs/img/ray_actors.png
+    python docs/screenshots.py ray --url http://127.0.0.1:8265 --actor-class ImplicitFunc \
+        --out docs/img/ray_trial_drivers.png
     python docs/screenshots.py ray --url http://127.0.0.1:8265 --page train --out docs/img/ray_train_runs.png
     # after it ends
     python docs/screenshots.py mlflow --tracking-uri sqlite:////abs/mlflow.db --sweep NAME \
@@ -137,6 +139,10 @@ def shoot_ray(a) -> None:
             return
         page.goto(f"{base}/#/actors")
         settle(page, a)
+        if a.actor_class:  # the page's own Class filter: e.g. the trial drivers, each repr'd trial-<id>
+            page.get_by_label("Class").fill(a.actor_class)
+            page.keyboard.press("Enter")
+            page.wait_for_timeout(3000)
         page.screenshot(path=a.out, full_page=a.full_page)
 
 
@@ -241,6 +247,7 @@ def main(argv=None) -> int:
     r.add_argument("--page", choices=["actors", "train"], default="actors")
     r.add_argument("--wait-for", default="RayTrainWorker", help="text the page must show first")
     r.add_argument("--token-file", default=os.path.join("~", ".ray", "auth_token"))
+    r.add_argument("--actor-class", help="show only this class on the Actors page (ImplicitFunc: the trial drivers)")
 
     m = sub.add_parser("mlflow", parents=[common], help="MLflow's comparison of a sweep's trial runs")
     m.add_argument("--tracking-uri", required=True, help="a store (sqlite:///...) or a running server (http://...)")
