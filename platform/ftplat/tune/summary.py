@@ -249,7 +249,8 @@ def format_cost_lines(summary: SweepSummary) -> list[str]:
             f"({100 * result['trainable_parameters'] / result['total_parameters']:.2f}%)")
     sizes = result.get("checkpoint_bytes") or {}
     if sizes.get("total"):
-        line += f"; a checkpoint {format_bytes(sizes['model'])} of model, {format_bytes(sizes['total'])} with training state"
+        line += (f"; a checkpoint {format_bytes(sizes['model'])} of model, "
+                 f"{format_bytes(sizes['total'])} with training state")
     if result.get("peak_memory_bytes"):
         line += f"; peak worker memory {format_bytes(result['peak_memory_bytes'])}"
     return [line]
