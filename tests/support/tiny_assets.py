@@ -166,3 +166,27 @@ def build_color_rows(n: int, seed: int) -> dict[str, list]:
         prompts.append(f"question : {filler} what is the color of the {thing} ? answer :".replace("  ", " "))
         completions.append(COLORS[thing])
     return {"prompt": prompts, "completion": completions}
+
+
+def build_two_weight_classifier():
+    """A 2-in, 2-class linear model with the Trainer's loss contract: for tests of what the
+    Trainer does around training (evaluations, saves, logs), where a transformer is only cost."""
+    import torch
+
+    class Classifier(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+
+        def forward(self, x, labels=None):
+            logits = self.linear(x)
+            return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
+
+    return Classifier()
+
+
+def build_two_weight_rows(n: int) -> list[dict]:
+    """Rows for :func:`build_two_weight_classifier`: the label is the first input."""
+    import torch
+
+    return [{"x": torch.tensor([float(i % 2), 1.0]), "labels": i % 2} for i in range(n)]

@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 import torch
+from tiny_assets import build_two_weight_classifier, build_two_weight_rows
 from transformers import PrinterCallback, Trainer
 
 from ftplat.config.schema import JobConfig
@@ -42,23 +43,14 @@ def test_a_real_trainer_prints_lines_not_dicts(tmp_path, capsys):
     """ftplat's TrainingArguments (disable_tqdm, so the Trainer adds its dict printer) on a
     two-weight model: every log becomes one line naming the trial, with steps and ETA."""
 
-    class Classifier(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = torch.nn.Linear(2, 2)
-
-        def forward(self, x, labels=None):
-            logits = self.linear(x)
-            return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
-
     def accuracy(pred):
         return {"accuracy": float((pred.predictions.argmax(-1) == pred.label_ids).mean())}
 
     job = JobConfig.model_validate({"training": {"num_train_epochs": 2, "logging_steps": 1,
                                                  "per_device_train_batch_size": 4}})
-    rows = [{"x": torch.tensor([float(i % 2), 1.0]), "labels": i % 2} for i in range(8)]
+    rows = build_two_weight_rows(8)
     torch.manual_seed(0)
-    trainer = Trainer(model=Classifier(), args=build_training_arguments(job, output_dir=str(tmp_path)),
+    trainer = Trainer(model=build_two_weight_classifier(), args=build_training_arguments(job, output_dir=str(tmp_path)),
                       train_dataset=rows, eval_dataset=rows[:4], compute_metrics=accuracy)
     assert any(isinstance(c, PrinterCallback) for c in trainer.callback_handler.callbacks)
     ticks = itertools.count()

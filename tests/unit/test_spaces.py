@@ -88,16 +88,8 @@ def _count_hf_evaluations(job: JobConfig, output_dir, n_train: int = 16) -> int:
     """Train a two-weight model with ftplat's TrainingArguments and count the evaluations
     the Trainer makes (each one followed by a save, as in every trial)."""
     import torch
+    from tiny_assets import build_two_weight_classifier, build_two_weight_rows
     from transformers import Trainer, TrainerCallback
-
-    class Classifier(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.linear = torch.nn.Linear(2, 2)
-
-        def forward(self, x, labels=None):
-            logits = self.linear(x)
-            return {"loss": torch.nn.functional.cross_entropy(logits, labels), "logits": logits}
 
     class Counter(TrainerCallback):
         evaluations = saves = 0
@@ -108,9 +100,9 @@ def _count_hf_evaluations(job: JobConfig, output_dir, n_train: int = 16) -> int:
         def on_save(self, args, state, control, **kwargs):
             Counter.saves += 1
 
-    rows = [{"x": torch.tensor([float(i % 2), 1.0]), "labels": i % 2} for i in range(n_train)]
+    rows = build_two_weight_rows(n_train)
     torch.manual_seed(0)
-    trainer = Trainer(model=Classifier(), args=build_training_arguments(job, output_dir=str(output_dir)),
+    trainer = Trainer(model=build_two_weight_classifier(), args=build_training_arguments(job, output_dir=str(output_dir)),
                       train_dataset=rows, eval_dataset=rows[:4], callbacks=[Counter()])
     trainer.train()
     assert Counter.saves == Counter.evaluations
