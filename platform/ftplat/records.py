@@ -36,6 +36,8 @@ def is_history_metric(key: str) -> bool:
     return key.startswith("eval_") and key not in EVAL_TIMING_KEYS
 #: Tune statuses after which a trial writes nothing more (PENDING and PAUSED ones come back).
 FINISHED_STATUSES = frozenset({"TERMINATED", "ERROR"})
+#: Trained to its end or stopped by the scheduler: ``--resume`` restarts only the others.
+COMPLETED_STATUS = "TERMINATED"
 
 
 def clean_value(value: Any) -> Any:

@@ -71,3 +71,20 @@ def test_the_cost_line_names_gpu_seconds_only_when_there_are_some(tmp_path, gpu_
                  "storage_bytes": 3 * 2**30, "storage_files": 12}})
     line = format_sweep_cost_line(summary)
     assert ("360 GPU-s" in line) == bool(gpu_seconds) and "3.0 GiB in 12 files" in line
+
+
+def test_storage_is_compared_with_the_model_of_completed_trials(tmp_path):
+    def trial(tid, status, model_bytes):
+        return {"trial_id": tid, "status": status, "train_run_path": str(tmp_path / f"train-{tid}"),
+                "train_result": {"checkpoint_bytes": {"total": 3 * model_bytes, "model": model_bytes}},
+                "cost": build_trial_cost(wall_s=10.0, cpus=1.0, gpus=0.0)}
+
+    summary = SweepSummary.from_dict({
+        "sweep_name": "s", "sweep_path": str(tmp_path), "objective": {"metric": "eval_accuracy", "mode": "max"},
+        "scope": "last", "metric_for_best_model": "eval_accuracy",
+        "trials": [trial("a", "TERMINATED", 1000), trial("b", "TERMINATED", 1000), trial("c", "ERROR", 1000)]})
+    costed = build_sweep_cost(summary, {"train-a": 1050, "train-b": 2100, "train-c": 3100}, 6250, 9)
+    assert [t.cost["storage_vs_model"] for t in costed.trials] == [1.05, 2.1, 3.1]
+    # A failed trial keeps what a resume needs; the bound is over completed trials.
+    assert costed.cost["completed_storage_vs_model_max"] == 2.1
+    assert format_sweep_cost_line(costed).endswith("kept in storage (a completed trial at most 2.1x its model)")

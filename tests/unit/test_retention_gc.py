@@ -16,6 +16,7 @@ from ftplat.checkpoints.gc import (
     DELETE,
     KEEP,
     PRUNE_SNAPSHOT,
+    STRIP_STATE,
     format_gc_plan,
     read_gc_plan,
     run_gc_plan,
@@ -299,3 +300,48 @@ def test_live_retention_breaks_ties_by_creation_not_by_list_order(tmp_path):
         trial.set_status(Trial.TERMINATED)
     # best is the earliest of equal values; the top-1 trial keeps its latest too
     assert listing(root) == {"train-first": {"checkpoint-10", "checkpoint-30"}, "train-second": {"checkpoint-10"}}
+
+
+def add_training_state(folder: Path, *, deepspeed: bool = False) -> None:
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth", "training_args.bin"):
+        (folder / name).write_bytes(b"s" * 32)
+    if deepspeed:  # ZeRO's shards: under stage 3 the only full copy of the weights
+        (folder / "global_step20").mkdir()
+        (folder / "global_step20" / "zero_pp_rank_0_mp_rank_00_optim_states.pt").write_bytes(b"z" * 32)
+
+
+def test_completed_trials_lose_their_optimizer_state_and_nothing_else(sweep):
+    for run in ("train-a", "train-b", "train-c", "train-d"):
+        for ckpt in (sweep / run).glob("checkpoint-*"):
+            add_training_state(ckpt, deepspeed=(run, ckpt.name) == ("train-b", "checkpoint-20"))
+    policy = RetentionPolicy(2, keep_top_k_trials=1)
+    plan = read_gc_plan(str(sweep), policy, greater_is_better=True)
+    strips = {"/".join(Path(a.path).parts[-2:]) for a in plan if a.action == STRIP_STATE}
+    # Kept checkpoints of completed trials; not the running trial's (c), not DeepSpeed's (b/20).
+    assert strips == {"train-a/checkpoint-20", "train-a/checkpoint-50", "train-b/checkpoint-30", "train-d/checkpoint-10"}
+    assert format_gc_plan(plan).splitlines()[-1] == "9 keep, 5 delete, 1 defer, 2 prune-snapshot, 4 strip-state"
+    assert run_gc_plan(plan, dry_run=True) == [] and (sweep / "train-a/checkpoint-20/optimizer.pt").exists()
+
+    run_gc_plan(plan, dry_run=False)
+    for path in strips:
+        names = {p.name for p in (sweep / path).iterdir()}
+        assert names == {"config.json", "model.safetensors", "rng_state.pth", "training_args.bin"}, path
+    assert (sweep / "train-b/checkpoint-20/optimizer.pt").exists()
+    assert all((c / "optimizer.pt").exists() for c in (sweep / "train-c").glob("checkpoint-*"))
+    assert Path(load_with_ray(sweep / "train-a").checkpoint.path).name == "checkpoint-50"
+    # Idempotent: nothing left to strip.
+    again = read_gc_plan(str(sweep), policy, greater_is_better=True)
+    assert STRIP_STATE not in {a.action for a in again}
+
+
+def test_failed_trials_and_keep_optimizer_state_keep_the_state(sweep):
+    for ckpt in sweep.glob("train-*/checkpoint-*"):
+        add_training_state(ckpt)
+    plan = read_gc_plan(str(sweep), RetentionPolicy(2, keep_optimizer_state=True), greater_is_better=True)
+    assert STRIP_STATE not in {a.action for a in plan}
+    summary = json.loads((sweep / "summary.json").read_text())
+    summary["trials"][3]["status"] = "ERROR"  # d: --resume restarts it from its latest checkpoint
+    (sweep / "summary.json").write_text(json.dumps(summary))
+    plan = read_gc_plan(str(sweep), RetentionPolicy(2), greater_is_better=True)
+    strips = {"/".join(Path(a.path).parts[-2:]) for a in plan if a.action == STRIP_STATE}
+    assert strips and not any(s.startswith("train-d/") for s in strips)

@@ -20,6 +20,8 @@ The kept set comes from ``retention.select_sweep_partition`` over the trials' hi
   would make the next restore of that run fail. The sweep driver itself does delete there
   (``delete_running=True``, after every evaluation, see ``tune/live_retention.py``) because the
   trial driver repairs the run's snapshot (``run_repair_snapshot``) before every restore.
+* A completed trial's kept checkpoints lose their optimizer state (``strip-state``, see
+  ``checkpoints/strip.py``) unless the policy keeps it: nothing resumes such a trial.
 * Before deleting checkpoints a finished trial's snapshot tracks, the snapshot is rewritten
   without them (``build_pruned_snapshot``), so ``Result.from_path`` and a restore of the run
   still work: Ray's ``_assert_checkpoints_exist`` refuses a snapshot naming a missing folder.
@@ -42,13 +44,14 @@ from ftplat.checkpoints.retention import (
     TrialCheckpoints,
     select_sweep_partition,
 )
+from ftplat.checkpoints.strip import run_strip_checkpoint, select_strippable
 from ftplat.errors import UserError
 from ftplat.layout import is_checkpoint_folder, parse_checkpoint_step, parse_train_run_name
 from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_latest, select_snapshot_names
-from ftplat.records import CHECKPOINT_NAME_KEY, SweepSummary, TrialRecord
+from ftplat.records import CHECKPOINT_NAME_KEY, COMPLETED_STATUS, SweepSummary, TrialRecord
 from ftplat.storage import join_uri, resolve_storage
 
-KEEP, DELETE, DEFER, PRUNE_SNAPSHOT = "keep", "delete", "defer", "prune-snapshot"
+KEEP, DELETE, DEFER, PRUNE_SNAPSHOT, STRIP_STATE = "keep", "delete", "defer", "prune-snapshot", "strip-state"
 
 
 class GcAction(NamedTuple):
@@ -77,7 +80,8 @@ def build_trial_checkpoints(record: TrialRecord, *, metric_for_best_model: str, 
         value = row.get(metric_for_best_model)
         checkpoints.append(CheckpointInfo(name, step, None if value is None else float(value)))
     return TrialCheckpoints(trial_id=record.trial_id, checkpoints=checkpoints, running=not record.finished,
-                            scope_score=record.scores.get(scope), history_known=history_known)
+                            scope_score=record.scores.get(scope), history_known=history_known,
+                            completed=record.status == COMPLETED_STATUS)
 
 
 def build_trials_from_summary(summary: SweepSummary) -> list[TrialCheckpoints]:
@@ -124,6 +128,7 @@ def select_gc_plan(
     sweep_uri: str,
     delete_running: bool = False,
     registered_latest: dict[str, str] | None = None,
+    strippable: dict[str, set[str]] | None = None,
 ) -> list[GcAction]:
     """The plan for listed storage, in the order ``run_gc_plan`` applies it.
 
@@ -141,8 +146,11 @@ def select_gc_plan(
             trials; only for a caller whose trial drivers repair snapshots before restoring.
         registered_latest: ``{train-run folder: the latest checkpoint its Ray snapshot
             registers}``; a running trial always keeps it.
+        strippable: ``{train-run folder: checkpoint names holding optimizer state}``; those a
+            completed trial keeps are stripped unless ``policy.keep_optimizer_state``.
     """
     registered_latest = registered_latest or {}
+    strippable = {} if policy.keep_optimizer_state else (strippable or {})
     kept, deleted = select_sweep_partition(trials, policy, mode=mode, greater_is_better=greater_is_better,
                                            winner_trial_id=winner_trial_id)
     by_id = {t.trial_id: t for t in trials}
@@ -166,6 +174,9 @@ def select_gc_plan(
             plan.append(GcAction(join_uri(sweep_uri, run, SNAPSHOT_FILE), PRUNE_SNAPSHOT,
                                  f"drop {len(dropped)} deleted checkpoint(s) so Ray can still restore the run"))
         plan.extend(rows)
+        if trial.completed and trial.history_known:
+            plan.extend(GcAction(r.path, STRIP_STATE, "optimizer state of a completed trial: nothing resumes it")
+                        for r in rows if r.action == KEEP and posixpath.basename(r.path) in strippable.get(run, ()))
     return plan
 
 
@@ -186,26 +197,39 @@ class StorageListing(NamedTuple):
     folders: dict[str, list[str]]  # checkpoint folder names by Train run folder
     tracked: dict[str, set[str]]  # names the run's Ray snapshot tracks
     registered_latest: dict[str, str]  # the latest checkpoint the run's snapshot registers
+    strippable: dict[str, set[str]]  # checkpoint names holding optimizer state (``strip.py``)
+
+
+def _list_checkpoint_files(fs: pafs.FileSystem, run_path: str) -> dict[str, list[str]]:
+    """``{checkpoint folder: paths under it}`` of a Train run, one recursive listing."""
+    files: dict[str, list[str]] = {}
+    for info in fs.get_file_info(pafs.FileSelector(run_path, recursive=True, allow_not_found=True)):
+        rel = posixpath.relpath(info.path, run_path).split("/", 1)
+        if len(rel) == 2 and is_checkpoint_folder(rel[0]):
+            files.setdefault(rel[0], []).append(rel[1])
+    return files
 
 
 def read_storage_listing(sweep_uri: str) -> StorageListing:
-    """What the sweep folder holds now: checkpoint folders and Ray's snapshots of them."""
+    """What the sweep folder holds now: checkpoint folders (and which hold optimizer state)
+    and Ray's snapshots of them."""
     if "://" not in sweep_uri:
         # pyarrow wants absolute local paths; the CLI may be given a relative one.
         sweep_uri = os.path.abspath(os.path.expanduser(sweep_uri))
     fs, root = resolve_storage(sweep_uri)
-    folders, tracked, latest = {}, {}, {}
+    folders, tracked, latest, strippable = {}, {}, {}, {}
     for run in _list_dirs(fs, root):
         if parse_train_run_name(run) is None:
             continue
         run_path = posixpath.join(root, run)
         folders[run] = [n for n in _list_dirs(fs, run_path) if is_checkpoint_folder(n)]
+        strippable[run] = select_strippable(_list_checkpoint_files(fs, run_path))
         snapshot = _read_text(fs, posixpath.join(run_path, SNAPSHOT_FILE))
         if snapshot is not None:
             tracked[run] = select_snapshot_names(snapshot)
             if (name := select_snapshot_latest(snapshot)) is not None:
                 latest[run] = name
-    return StorageListing(sweep_uri, folders, tracked, latest)
+    return StorageListing(sweep_uri, folders, tracked, latest, strippable)
 
 
 def read_trials_gc_plan(sweep_uri: str, trials: Sequence[TrialCheckpoints], policy: RetentionPolicy, *,
@@ -216,7 +240,7 @@ def read_trials_gc_plan(sweep_uri: str, trials: Sequence[TrialCheckpoints], poli
     return select_gc_plan(trials, listing.folders, listing.tracked, policy, mode=mode,
                           greater_is_better=greater_is_better, winner_trial_id=winner_trial_id,
                           sweep_uri=listing.sweep_uri, delete_running=delete_running,
-                          registered_latest=listing.registered_latest)
+                          registered_latest=listing.registered_latest, strippable=listing.strippable)
 
 
 def read_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: bool,
@@ -234,22 +258,25 @@ def format_gc_plan(plan: Sequence[GcAction]) -> str:
     """One line per action (action, path, reason), then the counts."""
     width = max((len(a.action) for a in plan), default=0)
     lines = [f"{a.action.ljust(width)}  {a.path}  ({a.reason})" for a in plan]
-    counts = {name: sum(a.action == name for a in plan) for name in (KEEP, DELETE, DEFER, PRUNE_SNAPSHOT)}
-    lines.append(", ".join(f"{n} {name}" for name, n in counts.items()))
+    counts = {name: sum(a.action == name for a in plan) for name in (KEEP, DELETE, DEFER, PRUNE_SNAPSHOT, STRIP_STATE)}
+    lines.append(", ".join(f"{n} {name}" for name, n in counts.items() if n or name != STRIP_STATE))
     return "\n".join(lines)
 
 
 def run_gc_plan(plan: Sequence[GcAction], dry_run: bool) -> list[GcAction]:
-    """Apply the plan's snapshot rewrites and deletions, in plan order; return those applied
-    (none when ``dry_run``). Each snapshot is rewritten before its run's folders go."""
+    """Apply the plan's snapshot rewrites, deletions and strips, in plan order; return those
+    applied (none when ``dry_run``). Each snapshot is rewritten before its run's folders go."""
     if dry_run:
         return []
     deleted_names: dict[str, set[str]] = {}
     for a in plan:
         if a.action == DELETE:
             deleted_names.setdefault(posixpath.dirname(a.path), set()).add(posixpath.basename(a.path))
-    applied = [a for a in plan if a.action in (PRUNE_SNAPSHOT, DELETE)]
+    applied = [a for a in plan if a.action in (PRUNE_SNAPSHOT, DELETE, STRIP_STATE)]
     for a in applied:
+        if a.action == STRIP_STATE:
+            run_strip_checkpoint(a.path)
+            continue
         fs, path = resolve_storage(a.path)
         if a.action == DELETE:
             fs.delete_dir(path)

@@ -77,19 +77,22 @@ class RetentionPolicy:
             but their best/latest (per the flags below); None keeps every trial's HF set.
         keep_trial_best: keep the best checkpoint of trials outside the top K.
         keep_trial_latest: keep the latest checkpoint of trials outside the top K.
+        keep_optimizer_state: completed trials keep the optimizer state of their kept
+            checkpoints (false: ``gc`` strips it, see ``checkpoints/strip.py``).
     """
 
     save_total_limit: int
     keep_top_k_trials: int | None = None
     keep_trial_best: bool = True
     keep_trial_latest: bool = True
+    keep_optimizer_state: bool = False
 
     def __post_init__(self) -> None:
         _check_limit(self.save_total_limit)
         k = self.keep_top_k_trials
         if k is not None and (not _is_int(k) or k < 0):
             raise UserError(f"keep_top_k_trials must be None (every trial) or an integer >= 0, got {k!r}")
-        for flag in ("keep_trial_best", "keep_trial_latest"):
+        for flag in ("keep_trial_best", "keep_trial_latest", "keep_optimizer_state"):
             if not isinstance(getattr(self, flag), bool):
                 raise UserError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
 
@@ -113,6 +116,7 @@ class TrialCheckpoints:
     running: bool
     scope_score: float | None = None
     history_known: bool = True
+    completed: bool = False  # ended normally or stopped by the scheduler: never resumed
 
     @property
     def provisional(self) -> bool:

@@ -18,6 +18,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     gc.add_argument("--keep-top-k-trials", type=int, help="trials keeping their full set (default: the sweep's)")
     gc.add_argument("--no-trial-best", action="store_true", help="trials outside the top K drop their best")
     gc.add_argument("--no-trial-latest", action="store_true", help="trials outside the top K drop their latest")
+    gc.add_argument("--keep-optimizer-state", action="store_true",
+                    help="completed trials keep their checkpoints' optimizer state (default: the sweep's)")
     return p
 
 
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat checkpoints") -> 
             else saved.get("keep_top_k_trials"),
             keep_trial_best=not args.no_trial_best and saved.get("keep_trial_best", True),
             keep_trial_latest=not args.no_trial_latest and saved.get("keep_trial_latest", True),
+            # Sweeps recorded before the setting existed kept the state: keep it.
+            keep_optimizer_state=args.keep_optimizer_state or saved.get("keep_optimizer_state", True),
         )
         plan = read_gc_plan(args.sweep, policy, summary.greater_is_better, summary=summary)
     except UserError as exc:

@@ -198,6 +198,11 @@ class RetentionConfig(StrictModel):
     """Trials outside the top K keep their best checkpoint."""
     keep_trial_latest: bool = True
     """Trials outside the top K keep their latest checkpoint (to resume them)."""
+    keep_optimizer_state: bool = False
+    """Completed trials keep the optimizer state in their checkpoints. false: it is deleted
+    when a trial completes (nothing resumes a completed trial; export and scoring read only
+    the model), so a completed trial keeps about its model's size, not three times it.
+    Running and failed trials, and DeepSpeed checkpoints, always keep it."""
     apply_during_sweep: bool = True
     """Delete what the policy does not keep after every evaluation, so storage stays bounded
     while the sweep runs (running trials included: their best plus the newest)."""

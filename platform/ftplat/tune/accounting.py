@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
-from ftplat.records import SweepSummary, TrialRecord
+from ftplat.records import COMPLETED_STATUS, SweepSummary, TrialRecord
 from ftplat.storage import resolve_storage
 
 
@@ -71,7 +71,10 @@ def build_sweep_cost(summary: SweepSummary, by_folder: dict[str, int], total_byt
     compute-seconds summed, and the sweep folder's bytes and files."""
     def with_storage(t: TrialRecord) -> TrialRecord:
         folder = posixpath.basename((t.train_run_path or "").rstrip("/"))
-        return dataclasses.replace(t, cost={**(t.cost or {}), "storage_bytes": by_folder.get(folder, 0)})
+        stored = by_folder.get(folder, 0)
+        model = ((t.train_result or {}).get("checkpoint_bytes") or {}).get("model")
+        ratio = {"storage_vs_model": round(stored / model, 3)} if model else {}
+        return dataclasses.replace(t, cost={**(t.cost or {}), "storage_bytes": stored, **ratio})
 
     trials = [with_storage(t) for t in summary.trials]
 
@@ -80,6 +83,10 @@ def build_sweep_cost(summary: SweepSummary, by_folder: dict[str, int], total_byt
 
     cost = {"cpu_seconds": total("cpu_seconds"), "gpu_seconds": total("gpu_seconds"),
             "trial_wall_s": total("wall_s"), "storage_bytes": total_bytes, "storage_files": files}
+    ratios = [t.cost["storage_vs_model"] for t in trials if t.status == COMPLETED_STATUS and "storage_vs_model" in t.cost]
+    if ratios:
+        # How many model copies a completed trial keeps (goal: about 1 with one checkpoint).
+        cost["completed_storage_vs_model_max"] = max(ratios)
     return dataclasses.replace(summary, trials=trials, cost=cost)
 
 
@@ -88,9 +95,11 @@ def format_sweep_cost_line(summary: SweepSummary) -> str | None:
     if not cost:
         return None
     gpu = f" and {cost['gpu_seconds']:,.0f} GPU-s" if cost.get("gpu_seconds") else ""
+    copies = cost.get("completed_storage_vs_model_max")
+    per_trial = f" (a completed trial at most {copies:.1f}x its model)" if copies else ""
     return (f"  cost: {cost['cpu_seconds']:,.0f} CPU-s{gpu} reserved by {len(summary.trials)} trial(s) "
             f"({cost['trial_wall_s']:,.0f} s of trials); {format_bytes(cost['storage_bytes'])} in "
-            f"{cost['storage_files']:,} files kept in storage")
+            f"{cost['storage_files']:,} files kept in storage{per_trial}")
 
 
 def format_bytes(n: int) -> str:

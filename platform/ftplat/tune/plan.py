@@ -99,11 +99,14 @@ def build_storage_estimate(job: JobConfig, space: SearchSpaceConfig, count: Para
     saved = count.trainable if job.model.peft is not None else count.total
     weights = saved * WEIGHT_BYTES
     optimizer = count.trainable * OPTIMIZER_BYTES
+    # Completed trials' checkpoints lose their optimizer state (checkpoints/strip.py), except
+    # DeepSpeed's, whose shards can hold the only full copy of the weights.
+    kept_optimizer = optimizer if job.retention.keep_optimizer_state or job.training.deepspeed else 0
     estimate = {"parameters": count.total, "trainable_parameters": count.trainable,
                 "checkpoint_bytes": weights, "checkpoint_bytes_with_optimizer": weights + optimizer,
                 "checkpoints_while_running": peak, "checkpoints_after_retention": final,
                 "sweep_bytes_while_running": peak * (weights + optimizer),
-                "sweep_bytes_after_retention": final * (weights + optimizer),
+                "sweep_bytes_after_retention": final * (weights + kept_optimizer),
                 "sweep_bytes_without_optimizer": peak * weights}
     if job.training.deepspeed:
         estimate["note"] = "DeepSpeed checkpoints shard the optimizer state; the total is about the same"
