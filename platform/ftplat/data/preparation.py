@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ftplat.config.schema import DataConfig, JobConfig, ModelConfig
+from ftplat.data.compact import build_chunked_table, build_compact_table
 from ftplat.data.sources import load_raw_splits
 from ftplat.data.tokenizer import build_tokenizer
 from ftplat.errors import UserError
@@ -243,7 +244,7 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
     tables: dict[str, pa.Table] = {}
     stats: dict[str, Any] = {"selection": plan.source}
     for role, (ex, split) in roles.items():
-        tables[role] = pa.table(task.tokenize(tokenizer, ex, data))
+        tables[role] = build_task_table(task, tokenizer, ex, data)
         stats[role] = build_role_stats(ex, task, split, tables[role])
     stats["seconds"] = round(time.perf_counter() - start, 2)
     logger.info("Tokenized %s in %.1fs; trials are selected on %s",
@@ -251,6 +252,17 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
                                                           if "sequences" in stats[r] else "") for r in roles),
                 stats["seconds"], plan.source)
     return TokenizedData(tables=tables, stats=stats)
+
+
+def build_task_table(task: Task, tokenizer: Any, examples: Examples, data: DataConfig) -> pa.Table:
+    """One role's tokenized table, compact (``data/compact.py``); a chunk at a time when the
+    task tokenizes each row on its own (language-model blocks span rows)."""
+    def tokenize(part: Examples) -> dict[str, list[Any]]:
+        return task.tokenize(tokenizer, part, data)
+
+    if task.tokenizes_rows:
+        return build_chunked_table(tokenize, examples)
+    return build_compact_table(tokenize(examples))
 
 
 def build_torch_dataset(table: pa.Table) -> datasets.Dataset:

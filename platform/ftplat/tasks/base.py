@@ -180,6 +180,9 @@ class Task:
         """What the summary and the model card say about a split's labels."""
         return {}
 
+    #: Each row's tokens depend on that row alone, so a split can be tokenized in chunks.
+    tokenizes_rows = True
+
     def tokenize(self, tokenizer: Any, examples: Examples, data: Any) -> dict[str, list[Any]]:
         """Model input columns plus ``labels`` for one split (plain lists: they become Arrow)."""
         pair = examples.inputs.get("text_pair")

@@ -87,6 +87,8 @@ class LanguageModelTask(Task):
     accepts_text_pair = False
     #: Whether the prediction at position i is of the token at i + 1 (causal) or at i (masked).
     shift_labels: ClassVar[bool] = False
+    #: Blocks of data.max_length tokens span rows (and the warnings count the whole split).
+    tokenizes_rows = False
 
     # --- configuration -------------------------------------------------------------------
     def resolve_model_defaults(self, model: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
