@@ -49,6 +49,9 @@ PRINT_PATCH_ENV = "RAY_TRAIN_ENABLE_PRINT_PATCH"
 TUNE_RESULT_FILE = "result.json"
 #: ``ray.train.v2._internal.constants.WORKER_GROUP_START_TIMEOUT_S_ENV_VAR``
 WORKER_START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
+#: ``ray.train.v2._internal.constants.HEALTH_CHECK_INTERVAL_S_ENV_VAR``: how often a Train
+#: controller polls its workers (default 2 s), so also how long it can take to see them finish.
+TRAIN_POLL_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 
 _SNAPSHOT_KEYS = ("checkpoint_results", "checkpoint_report_indices", "latest_checkpoint_result",
                   "pending_training_results", "pending_validation_specs")

@@ -10,6 +10,7 @@ evaluation history the Trainer keeps in its state (so it survives a resume).
 from __future__ import annotations
 
 import os
+import time
 
 import ray.train
 import torch.distributed as dist
@@ -50,6 +51,9 @@ class RayScopeReportCallback(TrainerCallback):
         self.local_rank = local_rank
         #: Sizes of the latest checkpoint this node saved (``build_checkpoint_bytes``).
         self.checkpoint_bytes: dict[str, int] | None = None
+        #: Seconds spent in ``ray.train.report`` (the checkpoint copy to storage, and waiting
+        #: for the other ranks): time the training loop stands still.
+        self.report_seconds = 0.0
 
     def on_save(self, args, state, control, **kwargs):
         metrics = build_report_metrics(
@@ -67,4 +71,6 @@ class RayScopeReportCallback(TrainerCallback):
         if self.local_rank == 0 and os.path.isdir(local_dir):
             checkpoint = ray.train.Checkpoint.from_directory(local_dir)
             self.checkpoint_bytes = build_checkpoint_bytes(local_dir)
+        started = time.perf_counter()
         ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
+        self.report_seconds += time.perf_counter() - started

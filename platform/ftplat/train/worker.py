@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,13 +77,15 @@ def build_trainer(
     )
 
 
-def run_worker(config: dict[str, Any]) -> dict[str, Any]:
+def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[str, Any]:
     """Train one trial's model on this worker.
 
     ``config`` holds plain data only: ``job`` (a JobConfig dict with the trial's values
     applied), ``objective`` (``metric``, ``mode``, ``scope``) and ``data_ref`` (a one-item list
     with the object-store reference of the tokenized tables built once per sweep).
+    ``entered``: when the worker function started, before it imported this module.
     """
+    started = time.time()
     job = JobConfig.model_validate(config["job"])
     objective = config["objective"]
     ctx = ray.train.get_context()
@@ -112,9 +115,12 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         trainer.add_callback(MlflowTrialCallback(**config["tracking"]))
     trainer = prepare_trainer(trainer)
 
+    built = time.time()
     output = train_or_resume(trainer)
+    trained = time.time()
     result = build_result_record(trainer, output, world_size=ctx.get_world_size())
     result["checkpoint_bytes"] = reporter.checkpoint_bytes
+    result["report_s"] = round(reporter.report_seconds, 3)
     # Linux reports the peak resident set in KiB; each trial's workers are fresh processes.
     result["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if deepspeed is not None:
@@ -129,6 +135,10 @@ def run_worker(config: dict[str, Any]) -> dict[str, Any]:
         except OSError:
             # The sweep driver removes every trial's scratch again when the trial ends.
             logger.warning("Scratch folder of %s not removed", ctx.get_experiment_name(), exc_info=True)
+    # Wall-clock times (seconds since the epoch): the trial driver places them on its own
+    # timeline to tell start-up, training and teardown apart (tune/timeline.py).
+    result["worker_clock"] = {"entered": entered or started, "started": started, "trainer_built": built,
+                              "trained": trained, "returned": time.time()}
     return result
 
 

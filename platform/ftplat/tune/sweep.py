@@ -60,6 +60,9 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             data_ref=[data_ref],
             tracking=tracking,
             deepspeed_configs=deepspeed_configs or {},
+            # Train's state actor reads the dashboard's state API: without a dashboard it only
+            # logs connection errors.
+            track_state=bool(read_dashboard_url()),
         ),
         {"CPU": job.resources.trial_driver_cpus},
     )
@@ -141,7 +144,8 @@ def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: 
 def build_retention_policy(job: JobConfig) -> RetentionPolicy:
     r = job.retention
     return RetentionPolicy(save_total_limit=job.training.save_total_limit, keep_top_k_trials=r.keep_top_k_trials,
-                           keep_trial_best=r.keep_trial_best, keep_trial_latest=r.keep_trial_latest)
+                           keep_trial_best=r.keep_trial_best, keep_trial_latest=r.keep_trial_latest,
+                           keep_optimizer_state=r.keep_optimizer_state)
 
 
 def run_sweep_retention(job: JobConfig, sweep_path: str, summary: SweepSummary) -> dict[str, int]:
@@ -163,9 +167,12 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     """
     started = time.perf_counter()
     pre = check_sweep_preflight(job, space, resume=resume)
-    job, space, sweep_name, sweep_path, tokenized = pre.job, pre.space, pre.sweep_name, pre.sweep_path, pre.tokenized
+    job, space, sweep_name, sweep_path, deepspeed_configs = (pre.job, pre.space, pre.sweep_name, pre.sweep_path,
+                                                             pre.deepspeed_configs)
     for warning in pre.warnings:
         logger.warning(warning)
+    tables, data_stats = pre.tokenized.tables, pre.tokenized.stats
+    del pre  # the tables' only reference is now ``tables``, dropped once they are in the object store
 
     started_ray = run_ray_init(job.resources)
     tracking = None
@@ -181,14 +188,16 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 params=build_parent_params(config_json["job"], config_json["search_space"]),
                 config_json=config_json, dashboard_url=read_dashboard_url(),
             )
-        data_ref = ray.put(tokenized.tables)
+        data_ref = ray.put(tables)
+        # Workers read the object store's copy: the driver's would stay for the whole sweep.
+        del tables
         if space.algorithm == "optuna" and resume:  # the driver's SQLite file, on object storage
             run_download_study(sweep_path)
         elif space.algorithm == "optuna":
             run_clear_stale_study(sweep_path)
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
                             data_ref=data_ref, tracking=tracking, resume=resume,
-                            deepspeed_configs=pre.deepspeed_configs)
+                            deepspeed_configs=deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         try:
             with scoped_environ({LEGACY_OUTPUT_ENV: "0"}, keep_set=True):
@@ -199,12 +208,12 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 sweep_path=sweep_path,
                 job=job,
                 space=space,
-                data=tokenized.stats,
+                data=data_stats,
                 wall_seconds=round(time.perf_counter() - started, 1),
                 versions=collect_versions(),
                 mlflow=redact_config(tracking),
             )
-            summary.test = run_winner_test_score(job, summary, data_ref, tokenized.stats)
+            summary.test = run_winner_test_score(job, summary, data_ref, data_stats)
             summary = run_close_sweep(job, summary, tracking)
         except BaseException:
             if tracking:

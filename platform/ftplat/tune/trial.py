@@ -17,13 +17,17 @@ from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.layout import build_train_run_name, build_trial_result_uri
-from ftplat.ray_internals import run_disable_train_print_patch
+from ftplat.ray_internals import TRAIN_POLL_INTERVAL_ENV, run_disable_train_print_patch
 from ftplat.storage import join_uri, write_json
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, run_start_trial
+from ftplat.tune.timeline import build_trial_timeline
 from ftplat.train.entry import train_fn_per_worker
 
 logger = logging.getLogger(__name__)
+
+#: Seconds between a Train controller's polls of its workers (a cluster's own setting wins).
+TRAIN_POLL_INTERVAL_S = "0.25"
 
 
 def build_torch_trainer(
@@ -62,19 +66,25 @@ def build_torch_trainer(
 
 def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: dict[str, Any],
                     sweep_path: str, data_ref: list, tracking: dict[str, str] | None = None,
-                    deepspeed_configs: dict[str, dict] | None = None) -> None:
+                    deepspeed_configs: dict[str, dict] | None = None, track_state: bool = True) -> None:
     """Run one trial: apply the sampled values to the job config and fit a TorchTrainer.
 
     ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
     once per sweep with ``tune.with_parameters``; ``deepspeed_configs`` maps each
-    ``training.deepspeed`` value the trials can take to its checked config.
+    ``training.deepspeed`` value the trials can take to its checked config;
+    ``track_state`` whether the cluster has a dashboard to show Train's state.
     """
-    started = time.perf_counter()
+    started, clock = time.perf_counter(), {"started": time.time()}
     run_disable_train_print_patch()
     # The dashboard's Train state API lists a run only when its trainer tracks state (off in
     # Ray 2.60 by default); each trial's run is then listed under its name, train-<trial id>.
     # Read when the trainer is built, in this process; a cluster's own setting wins.
-    os.environ.setdefault(RAY_TRAIN_ENABLE_STATE_TRACKING, "1")
+    # ``track_state`` is false on a cluster without a dashboard.
+    if track_state:
+        os.environ.setdefault(RAY_TRAIN_ENABLE_STATE_TRACKING, "1")
+    # The controller notices the end of training at its next poll of the workers (every 2 s by
+    # default), and each trial waits for that; a poll is one small actor call.
+    os.environ.setdefault(TRAIN_POLL_INTERVAL_ENV, TRAIN_POLL_INTERVAL_S)
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
@@ -98,7 +108,9 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     if repaired:
         logger.info("Trial %s: dropped %d checkpoint(s) deleted by retention from the run snapshot before "
                     "restoring: %s", trial_id, len(repaired), ", ".join(sorted(repaired)))
+    clock["fit_started"] = time.time()
     result = trainer.fit()
+    clock["fit_ended"] = time.time()
     record = dict(result.return_value or {})
     guard.add(record.get("tracking_errors"))  # rank 0's lost calls, which came first
     if run_id:
@@ -109,6 +121,8 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
         record["tracking_errors"] = guard.to_dict()
     # Rank 0's return value (train runtime, throughput, best step) is kept beside the
     # checkpoints; returning it would make Tune record one more result row.
+    clock["ended"] = time.time()
+    record["timeline_s"] = build_trial_timeline(clock, record.pop("worker_clock", None))
     write_json(build_trial_result_uri(join_uri(sweep_path, run_name)),
                {**record, "driver_wall_s": round(time.perf_counter() - started, 3)})
 
