@@ -138,3 +138,41 @@ def test_lora_vs_full_report_takes_medians_of_what_trials_recorded(tmp_path):
     assert report["median"]["checkpoint_total_bytes"] == 400 and report["median"]["stored_bytes_per_trial"] == 400
     assert report["test_accuracy"] == 0.69 and report["winner"]["validation_accuracy"] == 0.7
     assert report["sweep_stored_bytes"] == 1200 and report["sweep_wall_s"] == 12.3
+
+
+def test_overhead_pairs_give_medians_and_spread_and_the_gpu_mode_validates():
+    from ftplat.config.loading import load_sweep_configs
+
+    overhead = _load("overhead")
+    a = overhead.resolve_defaults(overhead.build_parser().parse_args(["--use-gpu"]))
+    assert (a.train_size, a.max_length, a.batch_size) == (8192, 160, 32)
+    job, _ = overhead.build_configs(a, "/tmp/s", "/tmp/m")
+    assert job.training.bf16 and job.resources.use_gpu and job.data.test_split is None
+    plain = {"wall_s": 60.0, "train_runtime_s": 50.0, "train_samples_per_s": 10.0, "load_avg_at_start": 1.5}
+
+    def ours(samples, driver_wall, stored):
+        return {"wall_s": driver_wall + 12, "trial_driver_wall_s": driver_wall, "train_runtime_s": 52.0,
+                "train_samples_per_s": samples, "storage_vs_model": stored, "report_s": 0.8,
+                "timeline_s": {"train": 52.5, "train_startup": 6.0}, "load_avg_at_start": 2.5}
+
+    pairs = [overhead.build_pair(plain, ours(s, w, r)) for s, w, r in ((9.0, 70.0, 1.0), (10.0, 64.0, 1.1),
+                                                                       (9.5, 67.0, None))]
+    agg = overhead.aggregate(pairs)
+    assert agg["throughput_ratio"] == {"median": 0.95, "min": 0.9, "max": 1.0, "n": 3}
+    assert agg["per_trial_overhead_s"]["median"] == 5.0  # (67 - 52) - (60 - 50)
+    assert agg["storage_vs_model"]["n"] == 2 and agg["timeline_s"]["train_startup"]["median"] == 6.0
+    assert (agg["load_avg_min"], agg["load_avg_max"]) == (1.5, 2.5)
+    assert "P1 throughput ratio 0.95 [0.9, 1] (n=3)" in overhead.format_report(agg)
+
+
+def test_data_scale_writes_its_data_and_summarizes(tmp_path):
+    import pyarrow.parquet as pq
+
+    data_scale = _load("data_scale")
+    a = data_scale.build_parser().parse_args(["--synthetic", "--sweep", "--rows", "50"])
+    assert a.synthetic and a.sweep and a.repeats == 3
+    data_scale.write_synthetic(str(tmp_path), 50)
+    train = pq.read_table(tmp_path / "train.parquet")
+    assert train.num_rows == 50 and len(train["text"][0].as_py().split()) == 25
+    assert pq.read_table(tmp_path / "test.parquet").num_rows == 1000
+    assert data_scale.summarize([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
