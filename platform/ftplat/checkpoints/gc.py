@@ -1,8 +1,9 @@
 """Applying a ``RetentionPolicy`` to a sweep in storage: ``ftplat checkpoints gc SWEEP``.
 
 Reads the sweep folder (``ftplat.layout``; local path, NFS mount or ``s3://``, all through
-pyarrow filesystems): ``summary.json`` for the trials, statuses, scores and histories, each
-Train run's checkpoint folders, and each run's Ray snapshot of tracked checkpoints.
+pyarrow filesystems, listed by ``checkpoints/listing.py``): ``summary.json`` for the trials,
+statuses, scores and histories, each Train run's checkpoint folders, and each run's Ray
+snapshot of tracked checkpoints.
 
 The kept set comes from ``retention.select_sweep_partition`` over the trials' histories
 (every reported checkpoint, deleted or not, so re-running gc is idempotent). On top of it:
@@ -31,23 +32,23 @@ The kept set comes from ``retention.select_sweep_partition`` over the trials' hi
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import pyarrow.fs as pafs
 
+from ftplat.checkpoints.listing import list_dirs, read_storage_listing, read_text
 from ftplat.checkpoints.retention import (
     CheckpointInfo,
     RetentionPolicy,
     TrialCheckpoints,
     select_sweep_partition,
 )
-from ftplat.checkpoints.strip import run_strip_checkpoint, select_strippable
+from ftplat.checkpoints.strip import run_strip_checkpoint
 from ftplat.errors import UserError
-from ftplat.layout import is_checkpoint_folder, parse_checkpoint_step, parse_train_run_name
-from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_latest, select_snapshot_names
+from ftplat.layout import parse_checkpoint_step, parse_train_run_name
+from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_names
 from ftplat.records import CHECKPOINT_NAME_KEY, COMPLETED_STATUS, SweepSummary, TrialRecord
 from ftplat.storage import join_uri, resolve_storage
 
@@ -180,58 +181,6 @@ def select_gc_plan(
     return plan
 
 
-def _list_dirs(fs: pafs.FileSystem, path: str) -> list[str]:
-    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    return sorted(posixpath.basename(i.path) for i in infos if i.type == pafs.FileType.Directory)
-
-
-def _read_text(fs: pafs.FileSystem, path: str) -> str | None:
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return None
-    with fs.open_input_stream(path) as src:
-        return src.read().decode("utf-8")
-
-
-class StorageListing(NamedTuple):
-    sweep_uri: str  # absolute
-    folders: dict[str, list[str]]  # checkpoint folder names by Train run folder
-    tracked: dict[str, set[str]]  # names the run's Ray snapshot tracks
-    registered_latest: dict[str, str]  # the latest checkpoint the run's snapshot registers
-    strippable: dict[str, set[str]]  # checkpoint names holding optimizer state (``strip.py``)
-
-
-def _list_checkpoint_files(fs: pafs.FileSystem, run_path: str) -> dict[str, list[str]]:
-    """``{checkpoint folder: paths under it}`` of a Train run, one recursive listing."""
-    files: dict[str, list[str]] = {}
-    for info in fs.get_file_info(pafs.FileSelector(run_path, recursive=True, allow_not_found=True)):
-        rel = posixpath.relpath(info.path, run_path).split("/", 1)
-        if len(rel) == 2 and is_checkpoint_folder(rel[0]):
-            files.setdefault(rel[0], []).append(rel[1])
-    return files
-
-
-def read_storage_listing(sweep_uri: str) -> StorageListing:
-    """What the sweep folder holds now: checkpoint folders (and which hold optimizer state)
-    and Ray's snapshots of them."""
-    if "://" not in sweep_uri:
-        # pyarrow wants absolute local paths; the CLI may be given a relative one.
-        sweep_uri = os.path.abspath(os.path.expanduser(sweep_uri))
-    fs, root = resolve_storage(sweep_uri)
-    folders, tracked, latest, strippable = {}, {}, {}, {}
-    for run in _list_dirs(fs, root):
-        if parse_train_run_name(run) is None:
-            continue
-        run_path = posixpath.join(root, run)
-        folders[run] = [n for n in _list_dirs(fs, run_path) if is_checkpoint_folder(n)]
-        strippable[run] = select_strippable(_list_checkpoint_files(fs, run_path))
-        snapshot = _read_text(fs, posixpath.join(run_path, SNAPSHOT_FILE))
-        if snapshot is not None:
-            tracked[run] = select_snapshot_names(snapshot)
-            if (name := select_snapshot_latest(snapshot)) is not None:
-                latest[run] = name
-    return StorageListing(sweep_uri, folders, tracked, latest, strippable)
-
-
 def read_trials_gc_plan(sweep_uri: str, trials: Sequence[TrialCheckpoints], policy: RetentionPolicy, *,
                         mode: str, greater_is_better: bool, winner_trial_id: str | None,
                         delete_running: bool = False) -> list[GcAction]:
@@ -285,7 +234,7 @@ def run_gc_plan(plan: Sequence[GcAction], dry_run: bool) -> list[GcAction]:
         with fs.open_input_stream(path) as src:
             snapshot = src.read().decode("utf-8")
         run_path = posixpath.dirname(path)
-        kept = ((select_snapshot_names(snapshot) & set(_list_dirs(fs, run_path)))
+        kept = ((select_snapshot_names(snapshot) & set(list_dirs(fs, run_path)))
                 - deleted_names.get(posixpath.dirname(a.path), set()))
         _write_text_atomically(fs, path, build_pruned_snapshot(snapshot, kept))
     return applied
@@ -307,11 +256,11 @@ def run_repair_snapshot(run_uri: str) -> set[str]:
     """
     fs, run_path = resolve_storage(run_uri)
     path = posixpath.join(run_path, SNAPSHOT_FILE)
-    snapshot = _read_text(fs, path)
+    snapshot = read_text(fs, path)
     if snapshot is None:
         return set()
     names = select_snapshot_names(snapshot)
-    present = set(_list_dirs(fs, run_path))
+    present = set(list_dirs(fs, run_path))
     missing = names - present
     if missing:
         _write_text_atomically(fs, path, build_pruned_snapshot(snapshot, names & present))
