@@ -49,3 +49,29 @@ def test_history_restores_evaluations_tune_lost_on_restart():
     # a step reported twice (a restarted trial repeats what a crash rolled back) counts once, the later report
     again = {**tune_rows[1], "training_iteration": 1, "eval_accuracy": 0.75}
     assert build_trial_history([*tune_rows, again]) == [tune_rows[0], {**again, "training_iteration": 2}]
+
+
+def test_a_run_restored_at_its_last_checkpoint_reports_its_last_evaluation_again(monkeypatch):
+    """Killed after its last checkpoint's report, a trial resumes with nothing left to train:
+    without a report Tune would end it with no score (its progress table then fails to sort)."""
+    import ray.train
+    from transformers import TrainerState
+
+    from ftplat.records import CHECKPOINT_NAME_KEY
+    from ftplat.train.reporting import RayScopeReportCallback
+
+    reports = []
+    monkeypatch.setattr(ray.train, "report", lambda metrics, **kw: reports.append((metrics, kw)))
+    state = TrainerState(global_step=30, log_history=build_log_history([0.5, 0.7, 0.6]))
+    callback = RayScopeReportCallback(metric="eval_accuracy", mode="max", scope="last", local_rank=0)
+    callback.on_train_end(None, state, None)
+    (metrics, kw), = reports
+    assert kw == {} and metrics["step"] == 30 and metrics[CHECKPOINT_NAME_KEY] == "checkpoint-30"
+    assert metrics["eval_accuracy"] == 0.6 and metrics[OBJECTIVE_KEY] == 0.6 and metrics["num_evaluations"] == 3
+
+    # A run that saved reported each evaluation already; one that never evaluated has nothing to say.
+    callback.saves = 1
+    callback.on_train_end(None, state, None)
+    fresh = RayScopeReportCallback(metric="eval_accuracy", mode="max", scope="last", local_rank=0)
+    fresh.on_train_end(None, TrainerState(global_step=5, log_history=[{"loss": 0.7, "step": 5}]), None)
+    assert len(reports) == 1

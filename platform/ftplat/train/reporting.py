@@ -54,8 +54,10 @@ class RayScopeReportCallback(TrainerCallback):
         #: Seconds spent in ``ray.train.report`` (the checkpoint copy to storage, and waiting
         #: for the other ranks): time the training loop stands still.
         self.report_seconds = 0.0
+        self.saves = 0
 
     def on_save(self, args, state, control, **kwargs):
+        self.saves += 1
         metrics = build_report_metrics(
             state.log_history, metric=self.metric, mode=self.mode, scope=self.scope, step=state.global_step
         )
@@ -74,3 +76,15 @@ class RayScopeReportCallback(TrainerCallback):
         started = time.perf_counter()
         ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
         self.report_seconds += time.perf_counter() - started
+
+    def on_train_end(self, args, state, control, **kwargs):
+        # A run restored from its trial's last checkpoint (the sweep was stopped after that
+        # report, before the trial ended) trains no step and saves nothing. Tune restored the
+        # trial without its results, so the last evaluation is reported again, without its
+        # checkpoint (already in storage): the trial ends with its score, and its history,
+        # which keeps one row per step, is unchanged. Every rank gets here (report is a barrier).
+        evals = [e for e in state.log_history if self.metric in e]
+        if self.saves == 0 and evals:
+            step = evals[-1].get("step", state.global_step)
+            ray.train.report(build_report_metrics(state.log_history, metric=self.metric, mode=self.mode,
+                                                  scope=self.scope, step=step))
