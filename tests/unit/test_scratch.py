@@ -52,8 +52,12 @@ def test_the_driver_removes_an_ended_trials_scratch_after_it_settles_and_all_at_
     restored = pickle.loads(pickle.dumps(callback))
     assert restored._due == {} and restored._running == [] and restored.settle_s == 10.0
 
+    # c was stopped just now: its worker may still write a checkpoint, so the end waits it out.
+    slept = []
+    monkeypatch.setattr(driver_scratch.time, "sleep", slept.append)
+    clock[0] += 4.0
     callback.on_experiment_end(trials=trials)
-    assert started[-1] == ["train-a", "train-b", "train-c"]
+    assert slept == [6.0] and started[-1] == ["train-a", "train-b", "train-c"]
 
 
 def test_cleanup_failures_never_reach_the_sweep(monkeypatch):

@@ -103,6 +103,12 @@ class ScratchCleanupCallback(Callback):
         self._running = read_removals(self._running, timeout_s=0)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        # A trial stopped just now (ASHA at the last trial) can still have a worker running: it
+        # writes its next checkpoint into scratch until its next Ray call finds the controller
+        # gone. Removing before it is killed would leave that checkpoint behind.
+        wait = min(max(self._due.values(), default=0.0) - time.monotonic(), self.settle_s)
+        if wait > 0:
+            time.sleep(wait)
         self._due.clear()
         self._start(build_train_run_name(t.trial_id) for t in trials)
         running = read_removals(self._running, timeout_s=self.end_wait_s)
