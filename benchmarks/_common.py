@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 from typing import Any
@@ -110,3 +111,20 @@ def build_plain_trainer(job, data, output_dir: str, **trainer_kwargs):
         raise TypeError("build_plain_trainer needs model= or model_init=")
     return build_trainer(job, train_table=data.train, eval_table=data.eval, output_dir=output_dir,
                          **trainer_kwargs)
+
+
+def summarize(values: list[float | None]) -> dict[str, float] | None:
+    """Median and spread (min, max) of the known values, and how many there were."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return None
+    return {"median": round(statistics.median(known), 4), "min": round(min(known), 4), "max": round(max(known), 4),
+            "n": len(known)}
+
+
+def write_report(report: dict[str, Any], path: str | None) -> None:
+    """Print the report's aggregate and, with ``--json PATH``, write the whole report there."""
+    print(json.dumps(report["aggregate"], indent=2))
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=2)

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -133,16 +132,12 @@ def run_in_process(a: argparse.Namespace, data_dir: str, source_root: str | None
     return record
 
 
-def summarize(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
-
-
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     if a.one:
         print(json.dumps(run_one(a)))
         return 0
-    from _common import build_machine_record
+    from _common import build_machine_record, summarize, write_report
 
     machine = build_machine_record()
     trees = {"this tree": None, **({f"compare ({a.compare})": a.compare} if a.compare else {})}
@@ -164,10 +159,7 @@ def main(argv=None) -> int:
                                    "peak_rss_gib": summarize([round(r["peak_rss_bytes"] / 2**30, 3) for r in rs]),
                                    "train_table_gib": round(rs[0]["train_table_bytes"] / 2**30, 3),
                                    "schema": rs[0]["schema"]} for name, rs in runs.items()}}
-    print(json.dumps(report["aggregate"], indent=2))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=2)
+    write_report(report, a.json)
     return 0
 
 

@@ -27,9 +27,7 @@ GPU (issue #18's setting: a bert-base-sized model, random init, max_length 160, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -44,7 +42,9 @@ from ftplat.train.modeling import build_model
 from ftplat.tune.sweep import run_sweep
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, build_plain_trainer  # noqa: E402
+from _common import (  # noqa: E402
+    DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, build_plain_trainer, summarize, write_report,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,15 +154,6 @@ def build_pair(plain: dict, ours: dict) -> dict:
     }
 
 
-def summarize(values: list[float | None]) -> dict | None:
-    """Median and spread (min, max) of the known values."""
-    known = [v for v in values if v is not None]
-    if not known:
-        return None
-    return {"median": round(statistics.median(known), 4), "min": round(min(known), 4), "max": round(max(known), 4),
-            "n": len(known)}
-
-
 def aggregate(pairs: list[dict]) -> dict:
     out = {key: summarize([p[key] for p in pairs])
            for key in ("throughput_ratio", "per_trial_overhead_s", "sweep_fixed_overhead_s", "storage_vs_model",
@@ -216,11 +207,8 @@ def main(argv=None) -> int:
             ray.shutdown()
     report = {"config": vars(a), "machine": machine, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
               "pairs": pairs, "aggregate": aggregate(pairs)}
-    print(json.dumps(report["aggregate"], indent=2))
+    write_report(report, a.json)
     print("\n" + format_report(report["aggregate"]))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=2)
     return 0
 
 

@@ -175,4 +175,6 @@ def test_data_scale_writes_its_data_and_summarizes(tmp_path):
     train = pq.read_table(tmp_path / "train.parquet")
     assert train.num_rows == 50 and len(train["text"][0].as_py().split()) == 25
     assert pq.read_table(tmp_path / "test.parquet").num_rows == 1000
-    assert data_scale.summarize([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+    import _common
+
+    assert _common.summarize([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
