@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--trials", type=int, default=6)
     p.add_argument("--threads", type=int, default=2, help="CPUs of the one worker (and torch threads)")
+    p.add_argument("--concurrent", type=int, default=1,
+                   help="ftplat trials at once, each with --threads / N CPUs (packing the same cores); "
+                        "the plain HF search stays one trial at a time on --threads")
     p.add_argument("--results", default=os.path.join(RESULTS, "hpo"))
     p.add_argument("--force", action="store_true", help="with --full: rerun pieces that exist")
     return p
@@ -100,7 +103,7 @@ def build_overrides(a: argparse.Namespace, method: str, seed: int, storage: str,
         f"training.num_train_epochs={a.epochs}", "training.logging_steps=10",
         "training.per_device_train_batch_size=16", "training.per_device_eval_batch_size=64",
         "training.save_total_limit=1",
-        f"resources.cpus_per_worker={a.threads}", "resources.max_concurrent_trials=1",
+        f"resources.cpus_per_worker={a.threads // a.concurrent}", f"resources.max_concurrent_trials={a.concurrent}",
         # Logical CPUs for every trial's worker bundle: when ASHA stops a trial, Train V2's
         # PlacementGroupCleaner must remove that trial's worker placement group, and on a
         # host running several Ray clusters it fails ("Found multiple active Ray instances")
@@ -121,8 +124,8 @@ def build_overrides(a: argparse.Namespace, method: str, seed: int, storage: str,
 
 
 def build_evaluations_from_summary(summary) -> list[dict]:
-    """Chronological evaluations of a sequential sweep (max_concurrent_trials 1), from its
-    ``SweepSummary``."""
+    """Evaluations of a sweep from its ``SweepSummary``, trial after trial: chronological for
+    a sequential sweep (``--concurrent 1``); with packed trials, the order trials started in."""
     evals = []
     for i, trial in enumerate(summary.trials):
         for row in trial.history:
@@ -332,7 +335,10 @@ def run_aggregate(results: str) -> dict:
 
 
 def main(argv=None) -> int:
-    a = build_parser().parse_args(argv)
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    if a.concurrent < 1 or a.threads % a.concurrent:
+        parser.error(f"--concurrent must divide --threads ({a.threads}), got {a.concurrent}")
     if a.method:
         run_piece(a, a.method, a.seed)
     elif a.full:

@@ -39,6 +39,15 @@ def test_hpo_arguments():
     assert "search.algorithm=random" in ov and "search.scheduler={type: fifo}" in ov and "search.seed=1" in ov
 
 
+def test_hpo_packs_concurrent_trials_on_the_same_cores(capsys):
+    a = hpo.build_parser().parse_args(["--method", "ftplat_random", "--concurrent", "2"])
+    ov = hpo.build_overrides(a, "ftplat_random", 0, "/tmp/s", "/tmp/d")
+    assert "resources.cpus_per_worker=1" in ov and "resources.max_concurrent_trials=2" in ov
+    with pytest.raises(SystemExit):
+        hpo.main(["--method", "ftplat_random", "--concurrent", "3"])
+    assert "--concurrent must divide --threads (2), got 3" in capsys.readouterr().err
+
+
 def test_hpo_overrides_validate():
     from ftplat.config.loading import load_sweep_configs
 
@@ -178,3 +187,9 @@ def test_data_scale_writes_its_data_and_summarizes(tmp_path):
     import _common
 
     assert _common.summarize([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "n": 3}
+
+
+def test_trial_gap_arguments():
+    trial_gap = _load("trial_gap")
+    a = trial_gap.build_parser().parse_args(["--repeats", "2", "--compare", "/tmp/before/platform"])
+    assert (a.trials, a.repeats, a.compare, a.one) == (6, 2, "/tmp/before/platform", False)

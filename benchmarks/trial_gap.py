@@ -1,0 +1,104 @@
+"""Time between trials: a FIFO sweep of short trials, its wall against the sum of its trials' walls.
+
+A sweep of 6 one-epoch trials of a tiny BERT (built from a config, 256 train / 64 held-out
+synthetic sentiment rows, max_length 32; 1 CPU a worker), each sweep in a fresh process on its
+own local cluster. What the trials themselves take (driver start to result written,
+``cost.wall_s``) is subtracted from the sweep's wall: the rest is the sweep's fixed cost plus
+what happens between trials (Tune starting the next trial's driver process). With
+``--compare SRC`` the same sweeps run with another ftplat source root, interleaved:
+
+  python benchmarks/trial_gap.py --repeats 3 --compare /tmp/before/platform --json /tmp/trial_gap.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", type=int, default=6)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--compare", help="another ftplat source root (a checkout's platform/ folder)")
+    p.add_argument("--json", help="write the whole report here")
+    p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def run_one(a: argparse.Namespace) -> dict:
+    """One sweep in this process (the code on PYTHONPATH); the tiny assets of the test suite."""
+    sys.path.insert(0, os.path.dirname(HERE))
+    from tests.support.tiny_assets import write_sentiment_dataset, write_tiny_bert
+
+    import ftplat
+    from ftplat.config.loading import load_sweep_configs
+    from ftplat.tune.sweep import run_sweep
+
+    with tempfile.TemporaryDirectory(prefix="trial-gap-") as root:
+        model = write_tiny_bert(Path(root) / "model")
+        data = write_sentiment_dataset(Path(root) / "data", 256, 64)
+        job, space = load_sweep_configs(None, None, [
+            f"model.name_or_path={model}", f"data.source={data}", f"storage.storage_path={root}/storage",
+            "storage.sweep_name=gap", "data.max_length=32", "data.eval_split=test", "data.test_split=null",
+            "training.num_train_epochs=1.0", "tracking.enabled=false", f"search.num_samples={a.trials}",
+            "search.seed=1", "search.algorithm=random", "search.scheduler={type: fifo}", "resources.cpus_per_worker=1",
+            "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}"])
+        start = time.perf_counter()
+        summary = run_sweep(job, space)
+        wall = time.perf_counter() - start
+    trial_walls = [t.cost["wall_s"] for t in summary.trials]
+    return {"code": os.path.dirname(ftplat.__file__), "wall_s": round(wall, 1), "trial_wall_s": trial_walls,
+            "outside_trials_s": round(wall - sum(trial_walls), 1), "status": [t.status for t in summary.trials]}
+
+
+def run_in_process(a: argparse.Namespace, source_root: str | None) -> dict:
+    env = dict(os.environ)
+    if source_root:
+        env["PYTHONPATH"] = os.path.abspath(source_root) + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", "--trials", str(a.trials)]
+    load = os.getloadavg()[0]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"run failed ({source_root or 'this tree'}):\n{out.stderr[-3000:]}")
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    record["load_avg_at_start"] = round(load, 2)
+    return record
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    if a.one:
+        print(json.dumps(run_one(a)))
+        return 0
+    sys.path.insert(0, HERE)
+    from _common import build_machine_record, summarize, write_report
+
+    machine = build_machine_record()
+    trees = {"this tree": None, **({f"compare ({a.compare})": a.compare} if a.compare else {})}
+    runs: dict[str, list[dict]] = {name: [] for name in trees}
+    for i in range(a.repeats):
+        for name, root in trees.items():
+            r = run_in_process(a, root)
+            runs[name].append(r)
+            print(f"{i + 1}/{a.repeats} {name}: sweep {r['wall_s']} s, outside the trials {r['outside_trials_s']} s",
+                  flush=True)
+    report = {"config": {k: v for k, v in vars(a).items() if k != "one"}, "machine": machine,
+              "load_avg_at_end": [round(x, 2) for x in os.getloadavg()], "runs": runs,
+              "aggregate": {name: {"wall_s": summarize([r["wall_s"] for r in rs]),
+                                   "outside_trials_s": summarize([r["outside_trials_s"] for r in rs])}
+                            for name, rs in runs.items()}}
+    write_report(report, a.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
