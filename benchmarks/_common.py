@@ -122,6 +122,22 @@ def summarize(values: list[float | None]) -> dict[str, float] | None:
             "n": len(known)}
 
 
+def run_json_process(cmd: list[str], source_root: str | None) -> dict[str, Any]:
+    """Run ``cmd`` (a script's ``--one`` mode, printing one JSON line last) in a fresh process,
+    with ``source_root`` (another checkout's ``platform/``) first on PYTHONPATH when given; the
+    record gets the 1-minute load average at its start."""
+    env = dict(os.environ)
+    if source_root:
+        env["PYTHONPATH"] = os.path.abspath(source_root) + os.pathsep + env.get("PYTHONPATH", "")
+    load = os.getloadavg()[0]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"run failed ({source_root or 'this tree'}):\n{out.stderr[-3000:]}")
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    record["load_avg_at_start"] = round(load, 2)
+    return record
+
+
 def write_report(report: dict[str, Any], path: str | None) -> None:
     """Print the report's aggregate and, with ``--json PATH``, write the whole report there."""
     print(json.dumps(report["aggregate"], indent=2))

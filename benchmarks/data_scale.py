@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -118,18 +117,11 @@ def run_one_sweep(a: argparse.Namespace, overrides: list[str]) -> dict:
 
 
 def run_in_process(a: argparse.Namespace, data_dir: str, source_root: str | None) -> dict:
-    env = dict(os.environ)
-    if source_root:
-        env["PYTHONPATH"] = os.path.abspath(source_root) + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", data_dir, "--model", os.path.abspath(a.model),
-           "--max-length", str(a.max_length), *(["--sweep"] if a.sweep else [])]
-    load = os.getloadavg()[0]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"run failed ({source_root or 'this tree'}):\n{out.stderr[-3000:]}")
-    record = json.loads(out.stdout.strip().splitlines()[-1])
-    record["load_avg_at_start"] = round(load, 2)
-    return record
+    from _common import run_json_process
+
+    return run_json_process([sys.executable, os.path.abspath(__file__), "--one", data_dir, "--model",
+                             os.path.abspath(a.model), "--max-length", str(a.max_length),
+                             *(["--sweep"] if a.sweep else [])], source_root)
 
 
 def main(argv=None) -> int:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,17 +61,10 @@ def run_one(a: argparse.Namespace) -> dict:
 
 
 def run_in_process(a: argparse.Namespace, source_root: str | None) -> dict:
-    env = dict(os.environ)
-    if source_root:
-        env["PYTHONPATH"] = os.path.abspath(source_root) + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", "--trials", str(a.trials)]
-    load = os.getloadavg()[0]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"run failed ({source_root or 'this tree'}):\n{out.stderr[-3000:]}")
-    record = json.loads(out.stdout.strip().splitlines()[-1])
-    record["load_avg_at_start"] = round(load, 2)
-    return record
+    from _common import run_json_process
+
+    return run_json_process([sys.executable, os.path.abspath(__file__), "--one", "--trials", str(a.trials)],
+                            source_root)
 
 
 def main(argv=None) -> int:
@@ -79,7 +72,6 @@ def main(argv=None) -> int:
     if a.one:
         print(json.dumps(run_one(a)))
         return 0
-    sys.path.insert(0, HERE)
     from _common import build_machine_record, summarize, write_report
 
     machine = build_machine_record()
