@@ -15,6 +15,9 @@ from ftplat.ray_internals import run_init_private_cluster
 logger = logging.getLogger(__name__)
 # Ray keeps resources to four decimals; a sum like 0.25 + 3 x 1.25 must not miss by 1e-16.
 _EPS = 1e-6
+#: What a trial driver with ``resources.trial_driver_cpus: 0`` reserves instead (Tune refuses
+#: a trial that reserves nothing); about what a driver process holds (Ray, torch, MLflow).
+DRIVER_MEMORY_BYTES = 512 * 2**20
 
 
 def build_local_num_cpus(res: ResourcesConfig) -> int:
@@ -140,6 +143,15 @@ def run_ray_init(res: ResourcesConfig) -> bool:
     if ctx.dashboard_url:
         logger.info("Ray dashboard: http://%s", ctx.dashboard_url)
     return True
+
+
+def build_trial_driver_resources(res: ResourcesConfig) -> dict[str, float]:
+    """What Tune reserves for a trial's driver. Its CPUs, or with ``trial_driver_cpus: 0`` only
+    memory: on a cluster of packed trials every fraction of a CPU a driver takes splits a node
+    (2 drivers of 0.25 on a 2-CPU node leave room for one 1-CPU worker, not two)."""
+    if res.trial_driver_cpus > 0:
+        return {"CPU": res.trial_driver_cpus}
+    return {"CPU": 0, "memory": DRIVER_MEMORY_BYTES}
 
 
 def build_worker_slots(node: dict[str, float], need: dict[str, float]) -> int:

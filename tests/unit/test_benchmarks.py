@@ -193,3 +193,29 @@ def test_trial_gap_arguments():
     trial_gap = _load("trial_gap")
     a = trial_gap.build_parser().parse_args(["--repeats", "2", "--compare", "/tmp/before/platform"])
     assert (a.trials, a.repeats, a.compare, a.one) == (6, 2, "/tmp/before/platform", False)
+
+
+def test_packing_layouts_and_counts(capsys):
+    packing = _load("packing")
+    a = packing.build_parser().parse_args(["--layouts", "1.0:0.25", "0.75:0.25", "1:0"])
+    assert a.layouts == [(1.0, 0.25), (0.75, 0.25), (1.0, 0.0)]
+    assert (a.nodes, a.cpus_per_node, a.concurrent) == (2, 2, 4)
+    for bad in ("1.0", "0:0.25", "1.0:-1", "a:b"):
+        with pytest.raises(SystemExit):
+            packing.build_parser().parse_args(["--layouts", bad])
+    assert "WORKER:DRIVER" in capsys.readouterr().err
+    # two 2-CPU nodes: drivers of 0.25 leave room for three 1-CPU workers, none for four
+    assert [packing.count_allowed(a, w, d) for w, d in a.layouts] == [3, 4, 4]
+    windows = [{"train_start": 0.0, "train_end": 5.0}, {"train_start": 1.0, "train_end": 2.0},
+               {"train_start": 5.0, "train_end": 6.0}, {"train_start": 5.5, "train_end": 7.0}]
+    assert packing.count_most_at_once(windows) == 2  # one ending as another starts is not both
+
+
+def test_train_startup_arguments():
+    train_startup = _load("train_startup")
+    a = train_startup.build_parser().parse_args(["--env", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER=0", "--job-env"])
+    assert (a.repeats, a.env, a.job_env) == (5, [("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")], True)
+    with pytest.raises(SystemExit):
+        train_startup.build_parser().parse_args(["--env", "NOVALUE"])
+    with pytest.raises(SystemExit):
+        train_startup.main(["--repeats", "1"])

@@ -7,7 +7,7 @@ import pytest
 
 from ftplat.config.schema import JobConfig, ResourcesConfig
 from ftplat.errors import UserError
-from ftplat.runtime import check_trial_fits_nodes
+from ftplat.runtime import DRIVER_MEMORY_BYTES, build_trial_driver_resources, check_trial_fits_nodes
 
 
 def run_check_on(monkeypatch, nodes: list[dict], **resources) -> None:
@@ -88,3 +88,21 @@ def test_the_cluster_totals_keep_their_message(monkeypatch):
         run_check_on(monkeypatch, [node(4)], num_workers=8)
     with pytest.raises(UserError, match=r"a trial needs 4 GPUs but the cluster has 2"):
         run_check_on(monkeypatch, [node(16, 1), node(16, 1)], num_workers=4, use_gpu=True)
+
+
+def test_a_driver_without_cpus_leaves_whole_nodes_to_the_workers():
+    # Two 2-CPU nodes: four 1-CPU workers fill them exactly, unless a driver takes a fraction
+    # of a CPU too.
+    with pytest.raises(UserError, match=r"a trial needs 4\.25 CPUs .* the cluster has 4;"):
+        check_trial_fits_nodes(ResourcesConfig(num_workers=4), [{"CPU": 2.0}, {"CPU": 2.0}])
+    check_trial_fits_nodes(ResourcesConfig(trial_driver_cpus=0, num_workers=4), [{"CPU": 2.0}, {"CPU": 2.0}])
+
+
+def test_a_driver_without_cpus_reserves_memory_for_tune():
+    # Tune refuses a trial that reserves nothing; the default reserves CPUs only.
+    assert build_trial_driver_resources(ResourcesConfig()) == {"CPU": 0.25}
+    assert build_trial_driver_resources(ResourcesConfig(trial_driver_cpus=0)) == {"CPU": 0,
+                                                                                  "memory": DRIVER_MEMORY_BYTES}
+    assert ResourcesConfig(trial_driver_cpus=0).cpus_per_trial == 1.0
+    with pytest.raises(ValueError, match="trial_driver_cpus"):
+        ResourcesConfig(trial_driver_cpus=-0.5)

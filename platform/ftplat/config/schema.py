@@ -140,8 +140,9 @@ class ResourcesConfig(StrictModel):
     """Also the torch thread count of each worker."""
     gpus_per_worker: float = Field(default=1.0, ge=0)
     """Only used when use_gpu is true."""
-    trial_driver_cpus: float = Field(default=0.25, gt=0)
-    """CPUs reserved for each trial's driver (it only waits on its workers)."""
+    trial_driver_cpus: float = Field(default=0.25, ge=0)
+    """CPUs reserved for each trial's driver (it only waits on its workers); 0 reserves
+    memory only, so the drivers of packed trials never split a node's CPUs."""
     max_concurrent_trials: int = Field(default=1, ge=1)
     """Trials running at once (each needs trial_driver_cpus + num_workers x cpus_per_worker)."""
     max_failures: int = Field(default=0, ge=-1)

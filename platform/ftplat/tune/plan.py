@@ -140,9 +140,10 @@ def build_scheduler_text(job: JobConfig, space: SearchSpaceConfig) -> str:
 def build_trial_resources_text(job: JobConfig) -> str:
     res = job.resources
     gpus = f", {res.gpus_per_worker:g} GPU each" if res.use_gpu else ", no GPU"
-    return (f"{res.num_workers} worker(s) x {res.cpus_per_worker:g} CPU{gpus}, plus {res.trial_driver_cpus:g} CPU "
-            f"for the trial driver ({res.cpus_per_trial:g} CPUs a trial); up to {res.max_concurrent_trials} "
-            f"trial(s) at once")
+    driver = (f"{res.trial_driver_cpus:g} CPU for the trial driver" if res.trial_driver_cpus > 0
+              else "no CPU for the trial driver (memory only)")
+    return (f"{res.num_workers} worker(s) x {res.cpus_per_worker:g} CPU{gpus}, plus {driver} "
+            f"({res.cpus_per_trial:g} CPUs a trial); up to {res.max_concurrent_trials} trial(s) at once")
 
 
 def format_bytes(n: int) -> str:

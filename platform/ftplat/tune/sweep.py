@@ -17,7 +17,7 @@ from ftplat.environment import scoped_environ
 from ftplat.layout import build_summary_uri, build_sweep_config_uri, build_train_run_uri, build_trial_result_uri
 from ftplat.ray_internals import read_dashboard_url, read_trial_error
 from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
-from ftplat.runtime import check_trial_fits_nodes, run_ray_init
+from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, run_ray_init
 from ftplat.storage import check_writable, path_exists, write_json
 from ftplat.tracking.params import build_parent_params
 from ftplat.tracking.report import run_finish_sweep
@@ -64,7 +64,7 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             # logs connection errors.
             track_state=bool(read_dashboard_url()),
         ),
-        {"CPU": job.resources.trial_driver_cpus},
+        build_trial_driver_resources(job.resources),
     )
     if resume:
         return tune.Tuner.restore(sweep_path, trainable=trainable, resume_unfinished=True, resume_errored=True)
