@@ -4,7 +4,8 @@ hold-out of train, and the winner's best checkpoint is scored once on the test s
 winner is then exported and served by ``ftplat predict --json``.
 
 - text-classification: sentence pairs, 3 classes given by name, JSON lines with train,
-  validation and test splits; gradient checkpointing and label smoothing in the workers.
+  validation and test splits; gradient checkpointing and label smoothing in the workers;
+  trial drivers that reserve no CPU.
 - regression: a float target from CSV with train and test only (selection on a hold-out);
   tracked to MLflow (a local sqlite store), whose parent run gets the winner's test metrics.
 - multi-label-classification: one 0/1 column per label (data.label_columns) from parquet;
@@ -144,6 +145,8 @@ def pair_sweep(ray_cluster, tiny_model_dir, tmp_path_factory):
         "data.text_pair_column=hypothesis",
         "model.id2label={0: negative, 1: neutral, 2: positive}",
         "training.hf_args={gradient_checkpointing: true, label_smoothing_factor: 0.1}",
+        # drivers that reserve memory only (Tune refuses a trial reserving nothing)
+        "resources.trial_driver_cpus=0",
     )
 
 
@@ -163,6 +166,8 @@ def test_text_classification_pairs_select_on_the_validation_split(pair_sweep):
     # the hf_args reached the workers' TrainingArguments
     args = read_training_args(summary["winner"]["best_checkpoint"]["path"])
     assert args.gradient_checkpointing is True and args.label_smoothing_factor == pytest.approx(0.1)
+    # each trial reserved its worker's CPU and no CPU for its driver
+    assert {t["cost"]["cpus"] for t in summary["trials"]} == {1.0}
 
 
 def test_text_classification_pair_export_predicts_a_named_label(pair_sweep, tmp_path, capsys):

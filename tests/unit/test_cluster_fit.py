@@ -106,3 +106,8 @@ def test_a_driver_without_cpus_reserves_memory_for_tune():
     assert ResourcesConfig(trial_driver_cpus=0).cpus_per_trial == 1.0
     with pytest.raises(ValueError, match="trial_driver_cpus"):
         ResourcesConfig(trial_driver_cpus=-0.5)
+    from ftplat.tune.plan import build_trial_resources_text
+
+    assert "plus 0.25 CPU for the trial driver (1.25 CPUs a trial)" in build_trial_resources_text(JobConfig())
+    text = build_trial_resources_text(JobConfig(resources=ResourcesConfig(trial_driver_cpus=0)))
+    assert "plus no CPU for the trial driver, which reserves memory only (1 CPUs a trial)" in text

@@ -141,7 +141,7 @@ def build_trial_resources_text(job: JobConfig) -> str:
     res = job.resources
     gpus = f", {res.gpus_per_worker:g} GPU each" if res.use_gpu else ", no GPU"
     driver = (f"{res.trial_driver_cpus:g} CPU for the trial driver" if res.trial_driver_cpus > 0
-              else "no CPU for the trial driver (memory only)")
+              else "no CPU for the trial driver, which reserves memory only")
     return (f"{res.num_workers} worker(s) x {res.cpus_per_worker:g} CPU{gpus}, plus {driver} "
             f"({res.cpus_per_trial:g} CPUs a trial); up to {res.max_concurrent_trials} trial(s) at once")
 
