@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ftplat.storage import join_uri
+from ftplat.storage import join_uri, path_exists
 
 SUMMARY_FILE = "summary.json"
 SWEEP_CONFIG_FILE = "sweep_config.json"
@@ -80,6 +80,13 @@ def build_train_run_uri(sweep_uri: str, trial_id: str) -> str:
 
 def build_trial_result_uri(run_uri: str) -> str:
     return join_uri(run_uri, TRIAL_RESULT_FILE)
+
+
+def read_trial_finished(sweep_uri: str, trial_id: str) -> bool:
+    """Whether the trial trained to its end: its driver writes the training record once
+    ``fit()`` has returned (its workers are gone by then); a trial the scheduler stopped or
+    that failed has none."""
+    return path_exists(build_trial_result_uri(build_train_run_uri(sweep_uri, trial_id)))
 
 
 def build_trial_history_uri(run_uri: str) -> str:

@@ -219,3 +219,28 @@ def test_train_startup_arguments():
         train_startup.build_parser().parse_args(["--env", "NOVALUE"])
     with pytest.raises(SystemExit):
         train_startup.main(["--repeats", "1"])
+
+
+def test_trial_imports_reads_each_process_import_report(tmp_path):
+    trial_imports = _load("trial_imports")
+    a = trial_imports.build_parser().parse_args(["--env", "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER=0"])
+    assert (a.trials, a.env, a.one) == (2, [("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")], None)
+    report = ["import time: self [us] | cumulative | imported package",
+              "import time:       100 |     2000000 |     torch._C",
+              "import time:       300 |     3000000 |   torch",
+              "import time:        10 |     3100000 | ray.train.torch",
+              "import time:        50 |      500000 | sklearn",
+              "some other stderr line"]
+    # nested imports are inside their top-level import's cumulative time, not added again
+    assert trial_imports.read_import_report(report, top=1) == {"import_s": 3.6, "heaviest": {"ray.train.torch": 3.1}}
+    for worker, name, lines in (("a", ":actor_name:RayTrainWorker", report), ("b", ":actor_name:RayTrainWorker", report[:4]),
+                                ("c", ":task_name:run_remove_scratch", report[4:5]), ("d", "", [])):
+        (tmp_path / f"worker-{worker}-01-1.err").write_text("\n".join(lines))
+        (tmp_path / f"worker-{worker}-01-1.out").write_text(name + "\n")
+    processes = trial_imports.read_session_imports(str(tmp_path))
+    assert [(p["process"], p["import_s"]) for p in processes] == [
+        ("RayTrainWorker", 3.6), ("RayTrainWorker", 3.1), ("run_remove_scratch", 0.5)]  # d imported nothing
+    aggregate = trial_imports.build_aggregate(processes, trials=2)
+    assert aggregate["import_s_per_trial"] == 3.6
+    assert aggregate["processes"]["RayTrainWorker"] == {"per_trial": 1.0, "import_s_median": 3.6, "import_s_total": 6.7}
+    assert list(aggregate["processes"]) == ["RayTrainWorker", "run_remove_scratch"]

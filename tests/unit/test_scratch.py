@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from ftplat.layout import build_train_run_uri, build_trial_result_uri
+from ftplat.storage import write_json
 from ftplat.train.scratch import build_scratch_dir, run_remove_scratch
 from ftplat.tune import scratch as driver_scratch
 from ftplat.tune.scratch import ScratchCleanupCallback
@@ -29,13 +31,14 @@ def test_a_node_removes_only_the_named_runs(tmpdir_root):
     assert sorted(p.name for p in (tmpdir_root / "ftplat-scratch").iterdir()) == ["train-b"]
 
 
-def test_the_driver_removes_an_ended_trials_scratch_after_it_settles_and_all_at_the_end(monkeypatch):
+def test_the_driver_removes_an_ended_trials_scratch_after_it_settles_and_all_at_the_end(monkeypatch, tmp_path):
     started = []
     monkeypatch.setattr(driver_scratch, "run_remove_scratch_on_nodes", lambda names: started.append(names) or [])
     clock = [100.0]
     monkeypatch.setattr(driver_scratch.time, "monotonic", lambda: clock[0])
-    callback = ScratchCleanupCallback(settle_s=10.0)
-    trials = [SimpleNamespace(trial_id=t) for t in ("a", "b", "c")]
+    callback = ScratchCleanupCallback(str(tmp_path), settle_s=10.0)
+    trials = [SimpleNamespace(trial_id=t) for t in ("a", "b", "c", "d")]
+    write_json(build_trial_result_uri(build_train_run_uri(str(tmp_path), "d")), {})  # d trained to its end
 
     callback.on_trial_complete(iteration=1, trials=trials, trial=trials[0])  # stopped by ASHA
     callback.on_trial_error(iteration=1, trials=trials, trial=trials[1])
@@ -57,7 +60,15 @@ def test_the_driver_removes_an_ended_trials_scratch_after_it_settles_and_all_at_
     monkeypatch.setattr(driver_scratch.time, "sleep", slept.append)
     clock[0] += 4.0
     callback.on_experiment_end(trials=trials)
-    assert slept == [6.0] and started[-1] == ["train-a", "train-b", "train-c"]
+    assert slept == [6.0] and started[-1] == ["train-a", "train-b", "train-c", "train-d"]
+
+    # A trial that trained to its end removed its own folders and has no worker left: nothing to
+    # wait for, at the end or in between (the end pass still covers it).
+    slept.clear()
+    callback.on_trial_complete(iteration=6, trials=trials, trial=trials[3])
+    assert callback._due == {}
+    callback.on_experiment_end(trials=trials)
+    assert slept == [] and started[-1] == ["train-a", "train-b", "train-c", "train-d"]
 
 
 def test_cleanup_failures_never_reach_the_sweep(monkeypatch):
@@ -65,7 +76,14 @@ def test_cleanup_failures_never_reach_the_sweep(monkeypatch):
         raise ConnectionError("raylet gone")
 
     monkeypatch.setattr(driver_scratch, "run_remove_scratch_on_nodes", unreachable)
-    ScratchCleanupCallback().on_experiment_end(trials=[SimpleNamespace(trial_id="a")])
+    def unreadable(sweep_path, trial_id):
+        raise OSError("storage gone")
+
+    monkeypatch.setattr(driver_scratch, "read_trial_finished", unreadable)
+    callback = ScratchCleanupCallback("/nonexistent/sweep", settle_s=0.0)
+    callback.on_trial_complete(iteration=1, trials=[], trial=SimpleNamespace(trial_id="a"))
+    assert list(callback._due) == ["train-a"]  # unknown: waited for like a stopped trial
+    callback.on_experiment_end(trials=[SimpleNamespace(trial_id="a")])
 
 
 def test_a_starting_worker_clears_what_its_runs_killed_worker_left(tmpdir_root):

@@ -6,7 +6,9 @@ Tune callback removes them with a zero-CPU task pinned to each alive node, since
 process on a node can delete that node's files. A trial's folders go a little after the trial
 ends: Tune calls ``on_trial_complete`` before it releases a stopped trial's actor, and the
 Train workers that actor owns die only after it, so a worker could still write a checkpoint
-into a folder removed at once. Every trial of the sweep is cleaned again when the sweep ends.
+into a folder removed at once. A trial that trained to its end removed its own folders and its
+workers are gone, so only stopped and failed trials wait. Every trial of the sweep is cleaned
+again when the sweep ends.
 Failures are logged and never stop the sweep.
 """
 
@@ -21,7 +23,7 @@ import ray
 from ray.tune import Callback
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ftplat.layout import build_train_run_name
+from ftplat.layout import build_train_run_name, read_trial_finished
 from ftplat.train.scratch import run_remove_scratch
 
 logger = logging.getLogger(__name__)
@@ -67,7 +69,8 @@ class ScratchCleanupCallback(Callback):
     from the pickle, since the pass at the end of a resumed sweep covers every trial.
     """
 
-    def __init__(self, *, settle_s: float = SETTLE_S, end_wait_s: float = END_WAIT_S):
+    def __init__(self, sweep_path: str, *, settle_s: float = SETTLE_S, end_wait_s: float = END_WAIT_S):
+        self.sweep_path = sweep_path
         self.settle_s = settle_s
         self.end_wait_s = end_wait_s
         self._due: dict[str, float] = {}
@@ -89,7 +92,15 @@ class ScratchCleanupCallback(Callback):
         self._due[build_train_run_name(trial_id)] = time.monotonic() + self.settle_s
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._schedule(trial.trial_id)
+        # Tune calls this for a trial that returned and for one it stopped; only the latter
+        # can still have a worker writing, and only its folders are left to remove.
+        try:
+            finished = read_trial_finished(self.sweep_path, trial.trial_id)
+        except Exception:  # storage unreadable for a moment: treat it as stopped
+            logger.warning("Could not read whether trial %s finished", trial.trial_id, exc_info=True)
+            finished = False
+        if not finished:
+            self._schedule(trial.trial_id)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._schedule(trial.trial_id)

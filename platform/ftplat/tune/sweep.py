@@ -14,7 +14,7 @@ from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.environment import scoped_environ
-from ftplat.layout import build_summary_uri, build_sweep_config_uri, build_train_run_uri, build_trial_result_uri
+from ftplat.layout import build_summary_uri, build_sweep_config_uri, read_trial_finished
 from ftplat.ray_internals import read_dashboard_url, read_trial_error
 from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
 from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, run_ray_init
@@ -113,8 +113,7 @@ class TrialEndLogCallback(tune.Callback):
         return f"{result.get('num_evaluations') or 0} evaluation(s), {self.metric}[{self.scope}]={shown}"
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        # A trial that trained to its end wrote its training record; one the scheduler stopped did not.
-        done = path_exists(build_trial_result_uri(build_train_run_uri(self.sweep_path, trial.trial_id)))
+        done = read_trial_finished(self.sweep_path, trial.trial_id)
         logger.info("Trial %s %s: %s", trial.trial_id, "finished" if done else "stopped by the scheduler",
                     self._so_far(trial))
 
@@ -126,7 +125,7 @@ class TrialEndLogCallback(tune.Callback):
 
 def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> list[tune.Callback]:
     # Stopped and failed trials leave their node-local scratch behind (their workers are killed).
-    callbacks: list[tune.Callback] = [ScratchCleanupCallback(), TrialEndLogCallback(
+    callbacks: list[tune.Callback] = [ScratchCleanupCallback(sweep_path), TrialEndLogCallback(
         sweep_path=sweep_path, metric=space.objective.metric, scope=space.scope)]
     if space.algorithm == "optuna" and not is_local_storage(sweep_path):
         callbacks.append(StudyUploadCallback(sweep_path))
