@@ -52,6 +52,9 @@ WORKER_START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
 #: ``ray.train.v2._internal.constants.HEALTH_CHECK_INTERVAL_S_ENV_VAR``: how often a Train
 #: controller polls its workers (default 2 s), so also how long it can take to see them finish.
 TRAIN_POLL_INTERVAL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+#: ``ray.train.v2._internal.constants.ENABLE_PREEMPTION_WATCHER_ENV_VAR``: a Train controller
+#: starts one more actor per run that watches for draining nodes and logs them.
+PREEMPTION_WATCHER_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 
 _SNAPSHOT_KEYS = ("checkpoint_results", "checkpoint_report_indices", "latest_checkpoint_result",
                   "pending_training_results", "pending_validation_specs")

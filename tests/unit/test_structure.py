@@ -156,6 +156,8 @@ def test_names_copied_from_libraries_match_them():
     assert ray_internals.WORKER_START_TIMEOUT_ENV == constants.WORKER_GROUP_START_TIMEOUT_S_ENV_VAR
     assert ray_internals.TRAIN_POLL_INTERVAL_ENV == constants.HEALTH_CHECK_INTERVAL_S_ENV_VAR
     assert ray_internals.TRAIN_POLL_INTERVAL_ENV in constants.ENV_VARS_TO_PROPAGATE  # driver -> controller
+    assert ray_internals.PREEMPTION_WATCHER_ENV == constants.ENABLE_PREEMPTION_WATCHER_ENV_VAR
+    assert ray_internals.PREEMPTION_WATCHER_ENV in constants.ENV_VARS_TO_PROPAGATE
     assert ray_internals.TUNE_RESULT_FILE == EXPR_RESULT_FILE
     from ray._private.ray_constants import GCS_PORT_ENVIRONMENT_VARIABLE
 

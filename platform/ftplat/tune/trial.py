@@ -17,7 +17,7 @@ from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.layout import build_train_run_name, build_trial_result_uri
-from ftplat.ray_internals import TRAIN_POLL_INTERVAL_ENV, run_disable_train_print_patch
+from ftplat.ray_internals import PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_ENV, run_disable_train_print_patch
 from ftplat.storage import join_uri, write_json
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, run_start_trial
@@ -85,6 +85,11 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     # The controller notices the end of training at its next poll of the workers (every 2 s by
     # default), and each trial waits for that; a poll is one small actor call.
     os.environ.setdefault(TRAIN_POLL_INTERVAL_ENV, TRAIN_POLL_INTERVAL_S)
+    # Ray Train's preemption watcher is one more process per trial (its imports alone take
+    # about 2 s of a core while the worker starts); it only logs draining nodes and answers
+    # ``ray.train.get_preemption_info()``, which ftplat's workers never ask. A node's loss is
+    # handled by resources.max_failures either way. A cluster's own setting wins.
+    os.environ.setdefault(PREEMPTION_WATCHER_ENV, "0")
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
