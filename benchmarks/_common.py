@@ -3,6 +3,7 @@ plain-HF baseline Trainer."""
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
@@ -144,3 +145,39 @@ def write_report(report: dict[str, Any], path: str | None) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(report, f, indent=2)
+
+
+def parse_env(text: str) -> tuple[str, str]:
+    """``--env KEY=VALUE`` of the benchmarks that set a variable in the cluster's environment."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def run_tiny_sweep(name: str, trials: int):
+    """A FIFO sweep of ``trials`` one-epoch trials of the test suite's tiny BERT (256 train / 64
+    held-out synthetic rows, max_length 32, 1 CPU a worker, no tracking), on its own local
+    cluster; returns the summary and the sweep's wall seconds."""
+    import tempfile
+    import time
+    from pathlib import Path
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.support.tiny_assets import write_sentiment_dataset, write_tiny_bert
+
+    from ftplat.config.loading import load_sweep_configs
+    from ftplat.tune.sweep import run_sweep
+
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as root:
+        model = write_tiny_bert(Path(root) / "model")
+        data = write_sentiment_dataset(Path(root) / "data", 256, 64)
+        job, space = load_sweep_configs(None, None, [
+            f"model.name_or_path={model}", f"data.source={data}", f"storage.storage_path={root}/storage",
+            f"storage.sweep_name={name}", "data.max_length=32", "data.eval_split=test", "data.test_split=null",
+            "training.num_train_epochs=1.0", "tracking.enabled=false", f"search.num_samples={trials}",
+            "search.seed=1", "search.algorithm=random", "search.scheduler={type: fifo}", "resources.cpus_per_worker=1",
+            "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}"])
+        start = time.perf_counter()
+        summary = run_sweep(job, space)
+        return summary, time.perf_counter() - start

@@ -25,15 +25,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from _common import parse_env  # noqa: E402
+
 #: What ftplat's trial driver sets before it calls fit() (tune/trial.py, ray_internals.py).
 FTPLAT_ENV = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}
-
-
-def parse_env(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
 
 
 def build_parser() -> argparse.ArgumentParser:

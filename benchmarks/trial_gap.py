@@ -16,9 +16,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-import time
-from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -36,25 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_one(a: argparse.Namespace) -> dict:
     """One sweep in this process (the code on PYTHONPATH); the tiny assets of the test suite."""
-    sys.path.insert(0, os.path.dirname(HERE))
-    from tests.support.tiny_assets import write_sentiment_dataset, write_tiny_bert
-
     import ftplat
-    from ftplat.config.loading import load_sweep_configs
-    from ftplat.tune.sweep import run_sweep
+    from _common import run_tiny_sweep
 
-    with tempfile.TemporaryDirectory(prefix="trial-gap-") as root:
-        model = write_tiny_bert(Path(root) / "model")
-        data = write_sentiment_dataset(Path(root) / "data", 256, 64)
-        job, space = load_sweep_configs(None, None, [
-            f"model.name_or_path={model}", f"data.source={data}", f"storage.storage_path={root}/storage",
-            "storage.sweep_name=gap", "data.max_length=32", "data.eval_split=test", "data.test_split=null",
-            "training.num_train_epochs=1.0", "tracking.enabled=false", f"search.num_samples={a.trials}",
-            "search.seed=1", "search.algorithm=random", "search.scheduler={type: fifo}", "resources.cpus_per_worker=1",
-            "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}"])
-        start = time.perf_counter()
-        summary = run_sweep(job, space)
-        wall = time.perf_counter() - start
+    summary, wall = run_tiny_sweep("gap", a.trials)
     trial_walls = [t.cost["wall_s"] for t in summary.trials]
     return {"code": os.path.dirname(ftplat.__file__), "wall_s": round(wall, 1), "trial_wall_s": trial_walls,
             "outside_trials_s": round(wall - sum(trial_walls), 1), "status": [t.status for t in summary.trials]}

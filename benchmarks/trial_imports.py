@@ -24,20 +24,14 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
-from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from _common import parse_env  # noqa: E402
+
 #: ``-X importtime`` lines: "import time: self [us] | cumulative | <indent>package".
 IMPORT_LINE = re.compile(r"import time:\s+\d+ \|\s+(\d+) \|( +)(\S+)")
-
-
-def parse_env(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,22 +92,9 @@ def build_aggregate(processes: list[dict], trials: int) -> dict:
 
 def run_one(a: argparse.Namespace) -> dict:
     """The sweep, in this process; its cluster's session folder is under ``a.one``."""
-    sys.path.insert(0, os.path.dirname(HERE))
-    from tests.support.tiny_assets import write_sentiment_dataset, write_tiny_bert
+    from _common import run_tiny_sweep
 
-    from ftplat.config.loading import load_sweep_configs
-    from ftplat.tune.sweep import run_sweep
-
-    with tempfile.TemporaryDirectory(prefix="trial-imports-") as root:
-        model = write_tiny_bert(Path(root) / "model")
-        data = write_sentiment_dataset(Path(root) / "data", 256, 64)
-        job, space = load_sweep_configs(None, None, [
-            f"model.name_or_path={model}", f"data.source={data}", f"storage.storage_path={root}/storage",
-            "storage.sweep_name=imports", "data.max_length=32", "data.eval_split=test", "data.test_split=null",
-            "training.num_train_epochs=1.0", "tracking.enabled=false", f"search.num_samples={a.trials}",
-            "search.seed=1", "search.algorithm=random", "search.scheduler={type: fifo}", "resources.cpus_per_worker=1",
-            "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}"])
-        summary = run_sweep(job, space)
+    summary, _ = run_tiny_sweep("imports", a.trials)
     return {"status": [t.status for t in summary.trials], "trial_wall_s": [t.cost["wall_s"] for t in summary.trials]}
 
 
