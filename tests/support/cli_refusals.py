@@ -2,24 +2,30 @@
 refusal contract: exit code 2, one line on stderr naming the field, no Ray session started,
 and the storage root byte-identical before and after.
 
-Cases run concurrently (a thread per subprocess, a few at a time) so a battery of dozens stays
-within a few minutes on 2 cores; tests then assert on each recorded result.
+A battery of cases runs in children of one fork server (``cli_forkserver.py``), a few at a
+time: each case is still its own process running the real ``ftplat`` entry point, but torch,
+transformers and Ray are imported once for all of them instead of once per case. ``run_case``
+runs one case as a plain ``python -m ftplat.cli.main`` subprocess, which the tests compare
+the server's outcome with. Tests then assert on each recorded result.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+FORKSERVER = Path(__file__).with_name("cli_forkserver.py")
 
 
 @dataclass
@@ -59,8 +65,7 @@ def run_case(case: Case, *, storage: Path, fill: dict[str, str], timeout: int = 
     """Run one case; a case that hangs (a refusal that started a sweep after all) is killed with
     its process group and recorded as exit code -9, so one bad case fails alone."""
     ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay short
-    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", ""),
-           **{k: v.format(**fill) for k, v in case.env.items()}}
+    env = {**os.environ, **build_case_env(case, fill, ray_tmp)}
     env.pop("RAY_ADDRESS", None)
     args = [a.format(**fill) for a in case.args]
     before = read_tree(storage)
@@ -80,10 +85,85 @@ def run_case(case: Case, *, storage: Path, fill: dict[str, str], timeout: int = 
     return Outcome(returncode, [ln for ln in stderr.splitlines() if ln.strip()], stdout, sessions, before, after)
 
 
-def run_battery(cases: list[Case], *, storage: Path, fill: dict[str, str], workers: int = 3) -> dict[str, Outcome]:
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {c.name: pool.submit(run_case, c, storage=storage, fill=fill) for c in cases}
-        return {name: f.result() for name, f in futures.items()}
+def build_case_env(case: Case, fill: dict[str, str], ray_tmp: Path) -> dict[str, str]:
+    """What a case sets on top of the test process's environment."""
+    return {"RAY_TMPDIR": str(ray_tmp), "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", ""),
+            **{k: v.format(**fill) for k, v in case.env.items()}}
+
+
+def run_battery(cases: list[Case], *, storage: Path, fill: dict[str, str], workers: int = 3,
+                timeout: int = 150) -> dict[str, Outcome]:
+    """Every case in a child of one fork server, ``workers`` at a time. The server's
+    environment holds what all cases set alike (read at import time by some libraries); each
+    child adds its own. A case that hangs is killed with its process group after ``timeout``
+    seconds and recorded as exit code -9, so one bad case fails alone."""
+    common = dict(set.intersection(*[set(c.env.items()) for c in cases])) if cases else {}
+    env = {**os.environ, "PYTHONWARNINGS": os.environ.get("PYTHONWARNINGS", ""),
+           **{k: v.format(**fill) for k, v in common.items()}}
+    env.pop("RAY_ADDRESS", None)
+    scratch = Path(tempfile.mkdtemp(prefix="refusals-"))
+    server = subprocess.Popen([sys.executable, str(FORKSERVER)], cwd=REPO, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, start_new_session=True)
+    replies = read_replies(server)
+    try:
+        assert next(replies(600)) == {"ready": True}, "the fork server did not start"
+        queue, active, results = list(cases), {}, {}
+        while queue or active:
+            while queue and len(active) < workers:
+                case = queue.pop(0)
+                ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay short
+                files = {name: scratch / f"{case.name}.{name}" for name in ("stdin", "stdout", "stderr")}
+                files["stdin"].write_text(case.stdin or "")
+                request = {"id": case.name, "argv": ["sweep", *[a.format(**fill) for a in case.args]],
+                           "env": build_case_env(case, fill, ray_tmp), "cwd": str(REPO),
+                           **{name: str(path) for name, path in files.items()}}
+                active[case.name] = {"before": read_tree(storage), "started": time.monotonic(), "pid": None,
+                                     "ray_tmp": ray_tmp, "files": files, "killed": False}
+                server.stdin.write((json.dumps(request) + "\n").encode())
+                server.stdin.flush()
+            for message in replies(1.0):
+                state = active[message["id"]]
+                if "pid" in message:
+                    state["pid"] = message["pid"]
+                    continue
+                state = active.pop(message["id"])
+                stderr = state["files"]["stderr"].read_text()
+                if state["killed"]:
+                    stderr += f"\n(killed after {timeout} s)"
+                sessions = [p.name for p in state["ray_tmp"].rglob("session_*")]
+                shutil.rmtree(state["ray_tmp"], ignore_errors=True)
+                results[message["id"]] = Outcome(
+                    message["returncode"], [ln for ln in stderr.splitlines() if ln.strip()],
+                    state["files"]["stdout"].read_text(), sessions, state["before"], read_tree(storage))
+            for state in active.values():
+                if state["pid"] and not state["killed"] and time.monotonic() - state["started"] > timeout:
+                    os.killpg(state["pid"], signal.SIGKILL)
+                    state["killed"] = True
+        return results
+    finally:
+        server.stdin.close()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def read_replies(server: subprocess.Popen):
+    """A function giving the server's reply lines that arrive within ``wait`` seconds."""
+    pending = [b""]
+
+    def replies(wait: float):
+        if b"\n" not in pending[0] and select.select([server.stdout], [], [], wait)[0]:
+            chunk = os.read(server.stdout.fileno(), 65536)
+            assert chunk, f"the fork server exited ({server.poll()})"
+            pending[0] += chunk
+        *lines, pending[0] = pending[0].split(b"\n")
+        for line in lines:
+            yield json.loads(line)
+
+    return replies
 
 
 def check_refused(outcome: Outcome, case: Case) -> None:

@@ -4,10 +4,10 @@ storage root as it was.
 
 The config cases stop before the heavy imports. The data and model cases go through the
 sweep's pre-flight (the model folder check, reading and tokenizing the data), so they also check
-that it runs before anything is written or started; each costs a few seconds of imports, so
-refusals the in-process CLI tests already cover (test_cli.py: a missing model folder or column)
-are not repeated here. All cases run at once in one module fixture (a few subprocesses at a
-time); each test then reads its recorded outcome.
+that it runs before anything is written or started; refusals the in-process CLI tests already
+cover (test_cli.py: a missing model folder or column) are not repeated here. All cases run at once in one module fixture (a few at a time, each a
+child of a fork server that imported torch and transformers once); each test then reads its
+recorded outcome, and one case is run again as a plain subprocess to check the server.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from cli_refusals import Case, check_refused, run_battery
+from cli_refusals import Case, check_refused, run_battery, run_case
 from tiny_assets import build_sentiment_rows
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -202,3 +202,14 @@ def test_bad_input_is_refused_before_any_work(outcomes, bad):
     line = results[bad.name].stderr_lines[0]
     for text in ALSO.get(bad.name, []):
         assert text in line, f"{bad.name}: {line!r} lacks {text!r}"
+
+
+def test_the_fork_server_refuses_as_a_plain_process_does(outcomes):
+    """The case that goes furthest (the data read, split and checked) run again as a user runs
+    it, from a fresh interpreter: same exit code and the same one line."""
+    results, fill = outcomes
+    bad = next(c for c in CASES if c.name == "train-size-too-large")
+    plain = run_case(bad, storage=Path(fill["storage"]), fill=fill)
+    served = results[bad.name]
+    assert (plain.returncode, plain.stderr_lines) == (served.returncode, served.stderr_lines)
+    assert not plain.ray_sessions and plain.storage_after == plain.storage_before
