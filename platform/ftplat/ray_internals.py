@@ -18,6 +18,9 @@ ftplat relies on a few things Ray does not promise to keep:
   after a resume, as the summary does).
 * The running count that both of Tune's proposers put at the start of ``experiment_tag``
   (the only record of the order trials were created in, which breaks ties between scores).
+* Train V2's default controller callbacks (``_create_default_callbacks``) and its datasets
+  callback: a run given no Ray Dataset skips the callback, which would start a dataset manager
+  actor (one more process per trial) that nothing asks.
 
 ``check_ray_version`` runs before a sweep or a checkpoint gc starts and refuses a Ray release
 these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the test suite
@@ -142,6 +145,34 @@ def run_disable_train_print_patch() -> None:
     the driver and ``ray job logs`` twice. Train passes this variable from the process calling
     fit() to its controller and workers; a value set by the user wins."""
     os.environ.setdefault(PRINT_PATCH_ENV, "0")
+
+
+def build_lean_torch_trainer_class() -> type:
+    """``TorchTrainer`` less Train V2's datasets callback when the run is given no Ray Dataset.
+
+    For every run the callback starts a ``DatasetManager`` actor (a process importing Ray Data,
+    about 1.7 s of a core while the trial's worker starts) and hands the workers its shard
+    provider; without datasets nothing ever asks it (``ray.train.get_dataset_shard`` has no
+    dataset to name). ftplat's workers read their data from the object store. A run given
+    datasets keeps the callback.
+    """
+    global _LEAN_TRAINER
+    if _LEAN_TRAINER is None:
+        from ray.train.torch import TorchTrainer
+        from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+
+        class LeanTorchTrainer(TorchTrainer):
+            def _create_default_callbacks(self):
+                callbacks = super()._create_default_callbacks()
+                if self.datasets:
+                    return callbacks
+                return [c for c in callbacks if not isinstance(c, DatasetsCallback)]
+
+        _LEAN_TRAINER = LeanTorchTrainer
+    return _LEAN_TRAINER
+
+
+_LEAN_TRAINER: type | None = None
 
 
 def read_missing_tune_state(sweep_path: str) -> str | None:

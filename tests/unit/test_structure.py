@@ -166,6 +166,27 @@ def test_names_copied_from_libraries_match_them():
     assert typing.get_args(Scope) == scoring.SCOPES
 
 
+def test_the_lean_trainer_drops_only_the_unused_datasets_callback():
+    """Train's default callbacks with and without Ray Datasets: only the datasets callback (which
+    starts a dataset manager process) goes, and only when the run is given no dataset."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+    from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+
+    from ftplat.ray_internals import build_lean_torch_trainer_class
+
+    def build(cls, **kwargs):
+        trainer = cls(lambda: None, scaling_config=ray.train.ScalingConfig(num_workers=1), **kwargs)
+        return [type(c) for c in trainer._create_default_callbacks()]
+
+    lean = build_lean_torch_trainer_class()
+    assert lean is build_lean_torch_trainer_class() and issubclass(lean, TorchTrainer)
+    assert DatasetsCallback in build(TorchTrainer)  # what Ray would start
+    assert build(lean) == [c for c in build(TorchTrainer) if c is not DatasetsCallback]
+    datasets = {"train": lambda: None}  # a dataset factory, called only once workers start
+    assert build(lean, datasets=datasets) == build(TorchTrainer, datasets=datasets)
+
+
 def test_ray_version_check_accepts_the_verified_release_and_refuses_others():
     from ftplat.errors import UserError
     from ftplat.ray_internals import check_ray_version

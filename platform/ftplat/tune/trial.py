@@ -17,7 +17,8 @@ from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.layout import build_train_run_name, build_trial_result_uri
-from ftplat.ray_internals import PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_ENV, run_disable_train_print_patch
+from ftplat.ray_internals import (PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_ENV, build_lean_torch_trainer_class,
+                                  run_disable_train_print_patch)
 from ftplat.storage import join_uri, write_json
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, run_start_trial
@@ -42,7 +43,9 @@ def build_torch_trainer(
     per_worker = {"CPU": res.cpus_per_worker}
     if res.use_gpu:
         per_worker["GPU"] = res.gpus_per_worker
-    return TorchTrainer(
+    # No Ray Dataset is passed (the workers read the tokenized tables from the object store),
+    # so Train's dataset manager, one more process per trial, is not started.
+    return build_lean_torch_trainer_class()(
         train_fn_per_worker,
         train_loop_config=train_loop_config,
         scaling_config=ray.train.ScalingConfig(
