@@ -70,7 +70,7 @@ def outage(tiny_model_dir, sentiment_data_dir, tmp_path_factory):
                  "data.max_length=32", "data.train_size=256", "data.eval_size=64",
                  "training.num_train_epochs=2.0", "training.per_device_train_batch_size=16",
                  "training.logging_steps=4", "resources.num_workers=1", "resources.max_concurrent_trials=1",
-                 "search.num_samples=3", "search.seed=5",
+                 "search.num_samples=2", "search.seed=5",
                  "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-3, high: 1.0e-2}}"],
                 cwd=root, env=env, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S,
             )
@@ -91,7 +91,7 @@ def test_the_server_died_while_the_first_trial_trained(outage):
 def test_every_trial_finishes_and_the_summary_has_a_winner(outage):
     proc, summary, _ = outage
     assert summary is not None, f"no summary.json:\n{proc.stderr[-3000:]}"
-    assert summary["status_counts"] == {"TERMINATED": 3}
+    assert summary["status_counts"] == {"TERMINATED": 2}
     assert summary["winner"] is not None and summary["winner"]["score"] is not None
     assert all(t["best_checkpoint"]["exists"] for t in summary["trials"])
 

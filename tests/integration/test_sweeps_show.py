@@ -21,7 +21,7 @@ from ftplat.tune.sweep import run_sweep
 
 pytestmark = pytest.mark.integration
 
-NUM_TRIALS, EPOCHS = 3, 2
+NUM_TRIALS, EPOCHS = 2, 2
 
 
 def run_show(sweep_dir) -> dict:
