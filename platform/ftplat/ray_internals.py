@@ -29,6 +29,7 @@ these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import os
@@ -147,6 +148,7 @@ def run_disable_train_print_patch() -> None:
     os.environ.setdefault(PRINT_PATCH_ENV, "0")
 
 
+@functools.cache
 def build_lean_torch_trainer_class() -> type:
     """``TorchTrainer`` less Train V2's datasets callback when the run is given no Ray Dataset.
 
@@ -156,23 +158,17 @@ def build_lean_torch_trainer_class() -> type:
     dataset to name). ftplat's workers read their data from the object store. A run given
     datasets keeps the callback.
     """
-    global _LEAN_TRAINER
-    if _LEAN_TRAINER is None:
-        from ray.train.torch import TorchTrainer
-        from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+    from ray.train.torch import TorchTrainer
+    from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
 
-        class LeanTorchTrainer(TorchTrainer):
-            def _create_default_callbacks(self):
-                callbacks = super()._create_default_callbacks()
-                if self.datasets:
-                    return callbacks
-                return [c for c in callbacks if not isinstance(c, DatasetsCallback)]
+    class LeanTorchTrainer(TorchTrainer):
+        def _create_default_callbacks(self):
+            callbacks = super()._create_default_callbacks()
+            if self.datasets:
+                return callbacks
+            return [c for c in callbacks if not isinstance(c, DatasetsCallback)]
 
-        _LEAN_TRAINER = LeanTorchTrainer
-    return _LEAN_TRAINER
-
-
-_LEAN_TRAINER: type | None = None
+    return LeanTorchTrainer
 
 
 def read_missing_tune_state(sweep_path: str) -> str | None:

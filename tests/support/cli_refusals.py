@@ -64,7 +64,7 @@ def read_tree(root: Path) -> dict[str, str]:
 def run_case(case: Case, *, storage: Path, fill: dict[str, str], timeout: int = 150) -> Outcome:
     """Run one case; a case that hangs (a refusal that started a sweep after all) is killed with
     its process group and recorded as exit code -9, so one bad case fails alone."""
-    ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay short
+    ray_tmp = build_ray_tmp()
     env = {**os.environ, **build_case_env(case, fill, ray_tmp)}
     env.pop("RAY_ADDRESS", None)
     args = [a.format(**fill) for a in case.args]
@@ -79,7 +79,16 @@ def run_case(case: Case, *, storage: Path, fill: dict[str, str], timeout: int = 
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         returncode, stderr = -9, f"{stderr}\n(killed after {timeout} s)"
-    after = read_tree(storage)
+    return read_outcome(returncode, stdout, stderr, ray_tmp, before, read_tree(storage))
+
+
+def build_ray_tmp() -> Path:
+    """A case's own RAY_TMPDIR, where a Ray session it started would show."""
+    return Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay short
+
+
+def read_outcome(returncode: int, stdout: str, stderr: str, ray_tmp: Path, before: dict, after: dict) -> Outcome:
+    """A finished case's record; its RAY_TMPDIR is removed once read."""
     sessions = [p.name for p in ray_tmp.rglob("session_*")]
     shutil.rmtree(ray_tmp, ignore_errors=True)
     return Outcome(returncode, [ln for ln in stderr.splitlines() if ln.strip()], stdout, sessions, before, after)
@@ -104,14 +113,14 @@ def run_battery(cases: list[Case], *, storage: Path, fill: dict[str, str], worke
     scratch = Path(tempfile.mkdtemp(prefix="refusals-"))
     server = subprocess.Popen([sys.executable, str(FORKSERVER)], cwd=REPO, env=env, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, start_new_session=True)
-    replies = read_replies(server)
+    replies = ReplyReader(server)
     try:
-        assert next(replies(600)) == {"ready": True}, "the fork server did not start"
+        assert next(replies.read(600)) == {"ready": True}, "the fork server did not start"
         queue, active, results = list(cases), {}, {}
         while queue or active:
             while queue and len(active) < workers:
                 case = queue.pop(0)
-                ray_tmp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay short
+                ray_tmp = build_ray_tmp()
                 files = {name: scratch / f"{case.name}.{name}" for name in ("stdin", "stdout", "stderr")}
                 files["stdin"].write_text(case.stdin or "")
                 request = {"id": case.name, "argv": ["sweep", *[a.format(**fill) for a in case.args]],
@@ -121,20 +130,16 @@ def run_battery(cases: list[Case], *, storage: Path, fill: dict[str, str], worke
                                      "ray_tmp": ray_tmp, "files": files, "killed": False}
                 server.stdin.write((json.dumps(request) + "\n").encode())
                 server.stdin.flush()
-            for message in replies(1.0):
-                state = active[message["id"]]
+            for message in replies.read(1.0):
                 if "pid" in message:
-                    state["pid"] = message["pid"]
+                    active[message["id"]]["pid"] = message["pid"]
                     continue
                 state = active.pop(message["id"])
                 stderr = state["files"]["stderr"].read_text()
                 if state["killed"]:
                     stderr += f"\n(killed after {timeout} s)"
-                sessions = [p.name for p in state["ray_tmp"].rglob("session_*")]
-                shutil.rmtree(state["ray_tmp"], ignore_errors=True)
-                results[message["id"]] = Outcome(
-                    message["returncode"], [ln for ln in stderr.splitlines() if ln.strip()],
-                    state["files"]["stdout"].read_text(), sessions, state["before"], read_tree(storage))
+                results[message["id"]] = read_outcome(message["returncode"], state["files"]["stdout"].read_text(),
+                                                      stderr, state["ray_tmp"], state["before"], read_tree(storage))
             for state in active.values():
                 if state["pid"] and not state["killed"] and time.monotonic() - state["started"] > timeout:
                     os.killpg(state["pid"], signal.SIGKILL)
@@ -150,20 +155,21 @@ def run_battery(cases: list[Case], *, storage: Path, fill: dict[str, str], worke
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def read_replies(server: subprocess.Popen):
-    """A function giving the server's reply lines that arrive within ``wait`` seconds."""
-    pending = [b""]
+class ReplyReader:
+    """The fork server's reply lines, read as they arrive."""
 
-    def replies(wait: float):
-        if b"\n" not in pending[0] and select.select([server.stdout], [], [], wait)[0]:
-            chunk = os.read(server.stdout.fileno(), 65536)
-            assert chunk, f"the fork server exited ({server.poll()})"
-            pending[0] += chunk
-        *lines, pending[0] = pending[0].split(b"\n")
+    def __init__(self, server: subprocess.Popen):
+        self.server, self.pending = server, b""
+
+    def read(self, wait: float):
+        """The complete lines that are in, after waiting up to ``wait`` seconds for more."""
+        if b"\n" not in self.pending and select.select([self.server.stdout], [], [], wait)[0]:
+            chunk = os.read(self.server.stdout.fileno(), 65536)
+            assert chunk, f"the fork server exited ({self.server.poll()})"
+            self.pending += chunk
+        *lines, self.pending = self.pending.split(b"\n")
         for line in lines:
             yield json.loads(line)
-
-    return replies
 
 
 def check_refused(outcome: Outcome, case: Case) -> None:
