@@ -149,26 +149,38 @@ def run_disable_train_print_patch() -> None:
 
 
 @functools.cache
-def build_lean_torch_trainer_class() -> type:
-    """``TorchTrainer`` less Train V2's datasets callback when the run is given no Ray Dataset.
+def build_lean_trainer_class(*, process_group: bool) -> type:
+    """Train V2's trainer for ftplat's runs, less what a run does not use.
 
-    For every run the callback starts a ``DatasetManager`` actor (a process importing Ray Data,
-    about 1.7 s of a core while the trial's worker starts) and hands the workers its shard
-    provider; without datasets nothing ever asks it (``ray.train.get_dataset_shard`` has no
-    dataset to name). ftplat's workers read their data from the object store. A run given
-    datasets keeps the callback.
+    ``process_group``: the run's workers form a torch process group (``TorchTrainer``). Without
+    one (a single worker without DeepSpeed, which trains as plain ``Trainer.train()`` does) it
+    is a ``DataParallelTrainer`` with Train's no-op backend: ``ray.train.torch`` imports torch
+    at its top, so the trial driver that builds a ``TorchTrainer`` and the controller that
+    unpickles its ``TorchConfig`` each import torch (2-3 s of a core apiece, on the way to the
+    worker's first line) only to set up a group of one. The worker imports torch either way.
+
+    Either class drops Train V2's datasets callback when the run is given no Ray Dataset: for
+    every run it starts a ``DatasetManager`` actor (a process importing Ray Data, about 1.7 s of
+    a core while the trial's worker starts) and hands the workers its shard provider; without
+    datasets nothing ever asks it (``ray.train.get_dataset_shard`` has no dataset to name).
+    ftplat's workers read their data from the object store. A run given datasets keeps it.
     """
-    from ray.train.torch import TorchTrainer
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
 
-    class LeanTorchTrainer(TorchTrainer):
+    if process_group:
+        from ray.train.torch import TorchTrainer as base
+    else:
+        from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer as base
+
+    class LeanTrainer(base):
         def _create_default_callbacks(self):
             callbacks = super()._create_default_callbacks()
             if self.datasets:
                 return callbacks
             return [c for c in callbacks if not isinstance(c, DatasetsCallback)]
 
-    return LeanTorchTrainer
+    LeanTrainer.__name__ = LeanTrainer.__qualname__ = f"Lean{base.__name__}"
+    return LeanTrainer
 
 
 def read_missing_tune_state(sweep_path: str) -> str | None:

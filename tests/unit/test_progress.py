@@ -70,39 +70,3 @@ def test_a_real_trainer_prints_lines_not_dicts(tmp_path, capsys):
     # The train log after the first evaluation carries that evaluation forward.
     assert "eval_accuracy" in steps[2] and "(eval 1)" in steps[2]
     assert "trained in" in lines[-1]
-
-
-def test_one_worker_trials_drop_transformers_parallel_mode_warning(tmp_path, monkeypatch):
-    """Ray Train forms a process group for one worker too; ftplat trains that worker without
-    DDP, which transformers would report in every trial's log as a launch mistake."""
-    import logging
-    import socket
-
-    import torch.distributed as dist
-
-    from ftplat.train.worker import PARALLEL_MODE_WARNING, drop_parallel_mode_warning, run_quiet_parallel_mode_warning
-
-    monkeypatch.delenv("LOCAL_RANK", raising=False)
-    job = JobConfig.model_validate({})
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: records.append(record.getMessage())
-    logger = logging.getLogger("transformers.training_args")
-    logger.addHandler(handler)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        _ = build_training_arguments(job, output_dir=str(tmp_path / "a")).device
-        assert any(r.startswith(PARALLEL_MODE_WARNING) for r in records), records
-        records.clear()
-        run_quiet_parallel_mode_warning()
-        run_quiet_parallel_mode_warning()
-        assert logger.filters.count(drop_parallel_mode_warning) == 1
-        _ = build_training_arguments(job, output_dir=str(tmp_path / "b")).device
-        assert not any(r.startswith(PARALLEL_MODE_WARNING) for r in records), records
-    finally:
-        dist.destroy_process_group()
-        logger.removeHandler(handler)
-        logger.removeFilter(drop_parallel_mode_warning)

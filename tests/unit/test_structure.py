@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -166,25 +168,59 @@ def test_names_copied_from_libraries_match_them():
     assert typing.get_args(Scope) == scoring.SCOPES
 
 
-def test_the_lean_trainer_drops_only_the_unused_datasets_callback():
+def test_the_lean_trainers_drop_only_the_unused_datasets_callback():
     """Train's default callbacks with and without Ray Datasets: only the datasets callback (which
     starts a dataset manager process) goes, and only when the run is given no dataset."""
     import ray.train
     from ray.train.torch import TorchTrainer
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    from ftplat.ray_internals import build_lean_torch_trainer_class
+    from ftplat.ray_internals import build_lean_trainer_class
 
     def build(cls, **kwargs):
         trainer = cls(lambda: None, scaling_config=ray.train.ScalingConfig(num_workers=1), **kwargs)
         return [type(c) for c in trainer._create_default_callbacks()]
 
-    lean = build_lean_torch_trainer_class()
-    assert lean is build_lean_torch_trainer_class() and issubclass(lean, TorchTrainer)
-    assert DatasetsCallback in build(TorchTrainer)  # what Ray would start
-    assert build(lean) == [c for c in build(TorchTrainer) if c is not DatasetsCallback]
     datasets = {"train": lambda: None}  # a dataset factory, called only once workers start
-    assert build(lean, datasets=datasets) == build(TorchTrainer, datasets=datasets)
+    for process_group, base in ((True, TorchTrainer), (False, DataParallelTrainer)):
+        lean = build_lean_trainer_class(process_group=process_group)
+        assert lean is build_lean_trainer_class(process_group=process_group) and issubclass(lean, base)
+        assert DatasetsCallback in build(base)  # what Ray would start
+        assert build(lean) == [c for c in build(base) if c is not DatasetsCallback]
+        assert build(lean, datasets=datasets) == build(base, datasets=datasets)
+
+
+@pytest.mark.parametrize("num_workers, deepspeed, process_group", [
+    (1, None, False), (2, None, True), (1, {"zero_optimization": {"stage": 2}}, True),
+])
+def test_a_trial_has_a_process_group_only_when_its_workers_need_one(num_workers, deepspeed, process_group):
+    from ray.train.backend import BackendConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    from ftplat.config.schema import JobConfig
+    from ftplat.tune.trial import build_trainer
+
+    job = JobConfig.model_validate({"resources": {"num_workers": num_workers}})
+    trainer = build_trainer(job, run_name="train-x", sweep_path="/tmp/unused", callbacks=[],
+                            train_loop_config={"deepspeed": deepspeed})
+    assert isinstance(trainer, TorchTrainer) is process_group
+    assert type(trainer.backend_config) is (TorchConfig if process_group else BackendConfig)
+
+
+def test_a_one_worker_trial_driver_never_imports_torch():
+    """What the lean one-worker trainer is for: the trial driver (and Train's controller, which
+    unpickles the backend config) start without torch; only the worker imports it."""
+    script = (
+        "import sys\n"
+        "from ftplat.config.schema import JobConfig\n"
+        "from ftplat.tune.trial import build_trainer\n"
+        "build_trainer(JobConfig.model_validate({}), run_name='train-x', sweep_path='/tmp/unused', callbacks=[],\n"
+        "              train_loop_config={'deepspeed': None})\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'ray.train.torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
 
 
 def test_ray_version_check_accepts_the_verified_release_and_refuses_others():

@@ -96,11 +96,11 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
     if deepspeed is not None:
         run_prepare_deepspeed(use_gpu=job.resources.use_gpu)
     elif ctx.get_world_size() == 1:
-        # Ray sets LOCAL_RANK even for one worker, which makes accelerate wrap the model in
-        # DDP and all-reduce every gradient with itself (about 10% of a CPU step here).
-        # DeepSpeed needs the distributed setup even alone, so it keeps LOCAL_RANK.
-        os.environ.pop("LOCAL_RANK", None)
-        run_quiet_parallel_mode_warning()
+        # A lone worker without DeepSpeed is started without a process group (tune/trial.py),
+        # so accelerate trains it as plain Trainer.train() does, with no DDP wrapper
+        # all-reducing every gradient with itself.
+        assert not (torch.distributed.is_available() and torch.distributed.is_initialized()), \
+            "a one-worker trial without DeepSpeed must not have a process group"
     output_dir = build_scratch_dir(ctx.get_experiment_name())
     run_clear_stale_scratch(ctx.get_experiment_name(), local_rank=ctx.get_local_rank())
     reporter = RayScopeReportCallback(
@@ -140,21 +140,6 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
     result["worker_clock"] = {"entered": entered or started, "started": started, "trainer_built": built,
                               "trained": trained, "returned": time.time()}
     return result
-
-
-#: What transformers logs once per trial when a process group exists but accelerate trains alone.
-PARALLEL_MODE_WARNING = "torch.distributed process group is initialized, but parallel_mode"
-
-
-def run_quiet_parallel_mode_warning() -> None:
-    """Ray Train forms a process group even for one worker; ftplat then trains that worker
-    without DDP on purpose (above), which transformers reports as a launch mistake ("launch your
-    script with torch.distributed.launch") in every trial's log. Only that message is dropped."""
-    logging.getLogger("transformers.training_args").addFilter(drop_parallel_mode_warning)  # once: same object
-
-
-def drop_parallel_mode_warning(record: logging.LogRecord) -> bool:
-    return not record.getMessage().startswith(PARALLEL_MODE_WARNING)
 
 
 def run_clear_stale_scratch(run_name: str, *, local_rank: int) -> None:

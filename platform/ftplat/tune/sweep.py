@@ -1,4 +1,4 @@
-"""``run_sweep``: pre-flight checks, then Tune + Optuna over TorchTrainer trials, and the summary."""
+"""``run_sweep``: pre-flight checks, then Tune + Optuna over Ray Train trials, and the summary."""
 
 from __future__ import annotations
 

@@ -10,14 +10,13 @@ from typing import Any
 import ray.train
 import ray.tune
 from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING
-from ray.train.torch import TorchTrainer
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.layout import build_train_run_name, build_trial_result_uri
-from ftplat.ray_internals import (PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_ENV, build_lean_torch_trainer_class,
+from ftplat.ray_internals import (PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_ENV, build_lean_trainer_class,
                                   run_disable_train_print_patch)
 from ftplat.storage import join_uri, write_json
 from ftplat.tracking.guard import TrackingGuard
@@ -31,21 +30,25 @@ logger = logging.getLogger(__name__)
 TRAIN_POLL_INTERVAL_S = "0.25"
 
 
-def build_torch_trainer(
+def build_trainer(
     job: JobConfig,
     *,
     run_name: str,
     sweep_path: str,
     train_loop_config: dict[str, Any],
     callbacks: list,
-) -> TorchTrainer:
+):
+    """The trial's Train V2 trainer: a ``TorchTrainer`` when its workers need a process group."""
     res = job.resources
     per_worker = {"CPU": res.cpus_per_worker}
     if res.use_gpu:
         per_worker["GPU"] = res.gpus_per_worker
-    # No Ray Dataset is passed (the workers read the tokenized tables from the object store),
-    # so Train's dataset manager, one more process per trial, is not started.
-    return build_lean_torch_trainer_class()(
+    # One worker without DeepSpeed needs no process group (DeepSpeed wants its distributed
+    # setup even alone), and without one neither this driver nor Train's controller imports
+    # torch. No Ray Dataset is passed (the workers read the tokenized tables from the object
+    # store), so Train's dataset manager, one more process per trial, is not started.
+    process_group = res.num_workers > 1 or train_loop_config.get("deepspeed") is not None
+    return build_lean_trainer_class(process_group=process_group)(
         train_fn_per_worker,
         train_loop_config=train_loop_config,
         scaling_config=ray.train.ScalingConfig(
@@ -70,7 +73,7 @@ def build_torch_trainer(
 def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: dict[str, Any],
                     sweep_path: str, data_ref: list, tracking: dict[str, str] | None = None,
                     deepspeed_configs: dict[str, dict] | None = None, track_state: bool = True) -> None:
-    """Run one trial: apply the sampled values to the job config and fit a TorchTrainer.
+    """Run one trial: apply the sampled values to the job config and fit its Train trainer.
 
     ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
     once per sweep with ``tune.with_parameters``; ``deepspeed_configs`` maps each
@@ -105,7 +108,7 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     if run_id:
         loop_config["tracking"] = {"tracking_uri": tracking["tracking_uri"], "run_id": run_id,
                                    "searched": sorted(config)}
-    trainer = build_torch_trainer(
+    trainer = build_trainer(
         trial_job,
         run_name=run_name,
         sweep_path=sweep_path,
