@@ -2,7 +2,7 @@
 
 Both sides train the same model on the same tokenized data with the same TrainingArguments
 (built by ftplat's one builder), the same collator and metrics, and the same thread count.
-The ftplat side is a real one-trial sweep on a local Ray cluster (Tune trial -> TorchTrainer
+The ftplat side is a real one-trial sweep on a local Ray cluster (Tune trial -> Train V2 trainer
 -> one Ray Train worker), started once before timing (a cluster serves many trials). The two
 run in pairs, interleaved (plain, ftplat, plain, ftplat, ...), and the report gives each
 ratio's median over the pairs with its spread, and the load average around every run.
