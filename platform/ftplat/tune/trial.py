@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray.train
 import ray.tune
@@ -24,6 +24,9 @@ from ftplat.tracking.runs import build_client, run_start_trial
 from ftplat.tune.timeline import build_trial_timeline
 from ftplat.train.entry import train_fn_per_worker
 
+if TYPE_CHECKING:
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
 logger = logging.getLogger(__name__)
 
 #: Seconds between a Train controller's polls of its workers (a cluster's own setting wins).
@@ -37,7 +40,7 @@ def build_trainer(
     sweep_path: str,
     train_loop_config: dict[str, Any],
     callbacks: list,
-):
+) -> DataParallelTrainer:
     """The trial's Train V2 trainer: a ``TorchTrainer`` when its workers need a process group."""
     res = job.resources
     per_worker = {"CPU": res.cpus_per_worker}
