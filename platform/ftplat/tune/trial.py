@@ -46,10 +46,8 @@ def build_trainer(
     per_worker = {"CPU": res.cpus_per_worker}
     if res.use_gpu:
         per_worker["GPU"] = res.gpus_per_worker
-    # One worker without DeepSpeed needs no process group (DeepSpeed wants its distributed
-    # setup even alone), and without one neither this driver nor Train's controller imports
-    # torch. No Ray Dataset is passed (the workers read the tokenized tables from the object
-    # store), so Train's dataset manager, one more process per trial, is not started.
+    # DeepSpeed wants its distributed setup even for one worker; what the lean classes leave
+    # out, and why, is in build_lean_trainer_class.
     process_group = res.num_workers > 1 or train_loop_config.get("deepspeed") is not None
     return build_lean_trainer_class(process_group=process_group)(
         train_fn_per_worker,
