@@ -22,15 +22,18 @@ CPU (about 3 minutes a pair on 2 cores):
   python benchmarks/overhead.py --repeats 3 --json /tmp/overhead.json
 GPU (issue #18's setting: a bert-base-sized model, random init, max_length 160, bf16, batch 32):
   python benchmarks/overhead.py --use-gpu --repeats 3 --json /tmp/overhead_gpu.json
+  python benchmarks/overhead.py --use-gpu --repeats 3 --plain-process fresh --json /tmp/overhead_gpu_fresh.json
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import ray
 import torch
@@ -62,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     p.add_argument("--use-gpu", action="store_true", help="one GPU per side, bf16")
     p.add_argument("--repeats", type=int, default=3, help="interleaved plain/ftplat pairs")
+    p.add_argument("--plain-process", choices=("same", "fresh"), default="same",
+                   help="same: every plain run in this process (on a GPU only its first run is cold); "
+                        "fresh: each plain run in a new process, cold as each ftplat trial's worker is")
     p.add_argument("--json", help="also write the results here")
     return p
 
@@ -121,6 +127,14 @@ def run_plain(job, data) -> dict:
     return {"wall_s": wall, "train_runtime_s": output.metrics["train_runtime"],
             "train_samples_per_s": output.metrics["train_samples_per_second"],
             "load_avg_at_start": round(load, 2)}
+
+
+def run_plain_fresh(job, data) -> dict:
+    """``run_plain`` in a new process. On a GPU the first training in a process runs slower
+    (BENCHMARKS.md, "GPU: one H100"); every ftplat trial trains in a new worker process, so
+    this compares cold with cold. Imports in the new process come before the timed part."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(run_plain, job, data).result()
 
 
 def run_ftplat(job, space) -> dict:
@@ -197,7 +211,7 @@ def main(argv=None) -> int:
                                  include_dashboard=False, logging_level="ERROR")
         try:
             for i in range(a.repeats):
-                plain = run_plain(job, data)
+                plain = (run_plain_fresh if a.plain_process == "fresh" else run_plain)(job, data)
                 job = job.model_copy(update={"storage": job.storage.model_copy(update={"sweep_name": f"overhead-{i}"})})
                 ours = run_ftplat(job, space)
                 pairs.append(build_pair(plain, ours))
@@ -208,7 +222,7 @@ def main(argv=None) -> int:
     report = {"config": vars(a), "machine": machine, "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
               "pairs": pairs, "aggregate": aggregate(pairs)}
     write_report(report, a.json)
-    print("\n" + format_report(report["aggregate"]))
+    print(f"\nplain side: {a.plain_process} process\n" + format_report(report["aggregate"]))
     return 0
 
 

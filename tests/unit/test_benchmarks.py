@@ -155,6 +155,10 @@ def test_overhead_pairs_give_medians_and_spread_and_the_gpu_mode_validates():
     overhead = _load("overhead")
     a = overhead.resolve_defaults(overhead.build_parser().parse_args(["--use-gpu"]))
     assert (a.train_size, a.max_length, a.batch_size) == (8192, 160, 32)
+    assert a.plain_process == "same"
+    assert overhead.build_parser().parse_args(["--plain-process", "fresh"]).plain_process == "fresh"
+    with pytest.raises(SystemExit):
+        overhead.build_parser().parse_args(["--plain-process", "warm"])
     job, _ = overhead.build_configs(a, "/tmp/s", "/tmp/m")
     assert job.training.bf16 and job.resources.use_gpu and job.data.test_split is None
     plain = {"wall_s": 60.0, "train_runtime_s": 50.0, "train_samples_per_s": 10.0, "load_avg_at_start": 1.5}
