@@ -345,3 +345,39 @@ def test_failed_trials_and_keep_optimizer_state_keep_the_state(sweep):
     plan = read_gc_plan(str(sweep), RetentionPolicy(2), greater_is_better=True)
     strips = {"/".join(Path(a.path).parts[-2:]) for a in plan if a.action == STRIP_STATE}
     assert strips and not any(s.startswith("train-d/") for s in strips)
+
+
+def test_storage_listing_reads_each_run_once_and_keeps_empty_checkpoint_folders(sweep, monkeypatch):
+    """One recursive listing per Train run gives both its checkpoint folders (an empty one,
+    an upload not begun, included) and which of them hold optimizer state."""
+    import pyarrow.fs as pafs
+
+    from ftplat.checkpoints import listing as listing_mod
+
+    (sweep / "train-a" / "checkpoint-60").mkdir()
+    (sweep / "train-a" / "checkpoint-70").write_text("a file, not a checkpoint folder")
+    add_training_state(sweep / "train-a" / "checkpoint-20")
+    selectors = []
+
+    class CountingFs:
+        def __init__(self, fs):
+            self.fs = fs
+
+        def get_file_info(self, what):
+            if isinstance(what, pafs.FileSelector):
+                selectors.append(what.base_dir)
+            return self.fs.get_file_info(what)
+
+        def open_input_stream(self, path):
+            return self.fs.open_input_stream(path)
+
+    real = listing_mod.resolve_storage
+    monkeypatch.setattr(listing_mod, "resolve_storage", lambda uri: (CountingFs(real(uri)[0]), real(uri)[1]))
+    got = listing_mod.read_storage_listing(str(sweep))
+    assert got.folders["train-a"] == ["checkpoint-10", "checkpoint-20", "checkpoint-30", "checkpoint-40",
+                                      "checkpoint-50", "checkpoint-60"]
+    assert got.strippable["train-a"] == {"checkpoint-20"}
+    assert got.folders["train-c"][-1] == "checkpoint-40"
+    runs = sorted(got.folders)
+    # The sweep folder once, then each run once.
+    assert sorted(selectors) == sorted([str(sweep)] + [str(sweep / r) for r in runs])

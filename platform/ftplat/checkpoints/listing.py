@@ -36,13 +36,18 @@ class StorageListing(NamedTuple):
     strippable: dict[str, set[str]]  # checkpoint names holding optimizer state (``strip.py``)
 
 
-def _list_checkpoint_files(fs: pafs.FileSystem, run_path: str) -> dict[str, list[str]]:
-    """``{checkpoint folder: paths under it}`` of a Train run, one recursive listing."""
+def _list_checkpoint_folders(fs: pafs.FileSystem, run_path: str) -> dict[str, list[str]]:
+    """``{checkpoint folder: paths under it}`` of a Train run, empty folders included, from one
+    recursive listing (on object storage each listing is a paged request)."""
     files: dict[str, list[str]] = {}
     for info in fs.get_file_info(pafs.FileSelector(run_path, recursive=True, allow_not_found=True)):
         rel = posixpath.relpath(info.path, run_path).split("/", 1)
-        if len(rel) == 2 and is_checkpoint_folder(rel[0]):
+        if not is_checkpoint_folder(rel[0]):
+            continue
+        if len(rel) == 2:
             files.setdefault(rel[0], []).append(rel[1])
+        elif info.type == pafs.FileType.Directory:
+            files.setdefault(rel[0], [])
     return files
 
 
@@ -58,8 +63,9 @@ def read_storage_listing(sweep_uri: str) -> StorageListing:
         if parse_train_run_name(run) is None:
             continue
         run_path = posixpath.join(root, run)
-        folders[run] = [n for n in list_dirs(fs, run_path) if is_checkpoint_folder(n)]
-        strippable[run] = select_strippable(_list_checkpoint_files(fs, run_path))
+        files = _list_checkpoint_folders(fs, run_path)
+        folders[run] = sorted(files)
+        strippable[run] = select_strippable(files)
         snapshot = read_text(fs, posixpath.join(run_path, SNAPSHOT_FILE))
         if snapshot is not None:
             tracked[run] = select_snapshot_names(snapshot)
