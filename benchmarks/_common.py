@@ -158,7 +158,7 @@ def parse_env(text: str) -> tuple[str, str]:
 def run_tiny_sweep(name: str, trials: int):
     """A FIFO sweep of ``trials`` one-epoch trials of the test suite's tiny BERT (256 train / 64
     held-out synthetic rows, max_length 32, 1 CPU a worker, no tracking), on its own local
-    cluster; returns the summary and the sweep's wall seconds."""
+    cluster; returns the summary, the sweep's wall seconds and each trial's timeline."""
     import tempfile
     import time
     from pathlib import Path
@@ -180,4 +180,18 @@ def run_tiny_sweep(name: str, trials: int):
             "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}"])
         start = time.perf_counter()
         summary = run_sweep(job, space)
-        return summary, time.perf_counter() - start
+        wall = time.perf_counter() - start
+        timelines = [(read_trial_record(summary.sweep_path, t.trial_id) or {}).get("timeline_s") for t in summary.trials]
+        return summary, wall, timelines
+
+
+def read_trial_record(sweep_path: str, trial_id: str) -> dict | None:
+    """A trial's ``train_result.json`` (its timeline among it), None when it wrote none."""
+    from ftplat.layout import build_train_run_name, build_trial_result_uri
+    from ftplat.storage import join_uri
+
+    path = build_trial_result_uri(join_uri(sweep_path, build_train_run_name(trial_id)))
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)

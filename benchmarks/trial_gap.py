@@ -36,10 +36,20 @@ def run_one(a: argparse.Namespace) -> dict:
     import ftplat
     from _common import run_tiny_sweep
 
-    summary, wall = run_tiny_sweep("gap", a.trials)
+    summary, wall, timelines = run_tiny_sweep("gap", a.trials)
     trial_walls = [t.cost["wall_s"] for t in summary.trials]
     return {"code": os.path.dirname(ftplat.__file__), "wall_s": round(wall, 1), "trial_wall_s": trial_walls,
-            "outside_trials_s": round(wall - sum(trial_walls), 1), "status": [t.status for t in summary.trials]}
+            "outside_trials_s": round(wall - sum(trial_walls), 1), "status": [t.status for t in summary.trials],
+            "timelines_s": timelines}
+
+
+def summarize_timelines(runs: list[dict]) -> dict:
+    """Each timeline part over every trial of every sweep (median, min, max)."""
+    from _common import summarize
+
+    parts = [t for r in runs for t in r.get("timelines_s") or [] if t]
+    names = sorted({k for t in parts for k in t})
+    return {k: summarize([t.get(k) for t in parts]) for k in names}
 
 
 def run_in_process(a: argparse.Namespace, source_root: str | None) -> dict:
@@ -68,7 +78,8 @@ def main(argv=None) -> int:
     report = {"config": {k: v for k, v in vars(a).items() if k != "one"}, "machine": machine,
               "load_avg_at_end": [round(x, 2) for x in os.getloadavg()], "runs": runs,
               "aggregate": {name: {"wall_s": summarize([r["wall_s"] for r in rs]),
-                                   "outside_trials_s": summarize([r["outside_trials_s"] for r in rs])}
+                                   "outside_trials_s": summarize([r["outside_trials_s"] for r in rs]),
+                                   "timeline_s": summarize_timelines(rs)}
                             for name, rs in runs.items()}}
     write_report(report, a.json)
     return 0

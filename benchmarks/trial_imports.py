@@ -94,7 +94,7 @@ def run_one(a: argparse.Namespace) -> dict:
     """The sweep, in this process; its cluster's session folder is under ``a.one``."""
     from _common import run_tiny_sweep
 
-    summary, _ = run_tiny_sweep("imports", a.trials)
+    summary, _, _ = run_tiny_sweep("imports", a.trials)
     return {"status": [t.status for t in summary.trials], "trial_wall_s": [t.cost["wall_s"] for t in summary.trials]}
 
 
