@@ -248,3 +248,18 @@ def test_trial_imports_reads_each_process_import_report(tmp_path):
     assert aggregate["import_s_per_trial"] == 3.6
     assert aggregate["processes"]["RayTrainWorker"] == {"per_trial": 1.0, "import_s_median": 3.6, "import_s_total": 6.7}
     assert list(aggregate["processes"]) == ["RayTrainWorker", "run_remove_scratch"]
+
+
+def test_model_load_times_each_part_of_a_load(tmp_path):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    model_load = _load("model_load")
+    a = model_load.build_parser().parse_args(["--model", "/m1", "--model", "/m2"])
+    assert (a.repeats, a.model, a.one) == (3, ["/m1", "/m2"], None)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=32, num_labels=2))
+    model.save_pretrained(tmp_path)
+    record = model_load.run_one(str(tmp_path))
+    assert record["parameters"] == sum(p.numel() for p in model.parameters())
+    assert all(record[k] >= 0 for k in ("imports_s", "modeling_module_import_s", "first_from_pretrained_s",
+                                        "second_from_pretrained_s"))
