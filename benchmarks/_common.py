@@ -181,17 +181,26 @@ def run_tiny_sweep(name: str, trials: int):
         start = time.perf_counter()
         summary = run_sweep(job, space)
         wall = time.perf_counter() - start
-        timelines = [(read_trial_record(summary.sweep_path, t.trial_id) or {}).get("timeline_s") for t in summary.trials]
+        timelines = [read_trial_timeline(summary.sweep_path, t.trial_id) for t in summary.trials]
         return summary, wall, timelines
 
 
-def read_trial_record(sweep_path: str, trial_id: str) -> dict | None:
-    """A trial's ``train_result.json`` (its timeline among it), None when it wrote none."""
-    from ftplat.layout import build_train_run_name, build_trial_result_uri
-    from ftplat.storage import join_uri
+def read_trial_timeline(sweep_path: str, trial_id: str) -> dict | None:
+    """Where a trial's wall went (``timeline_s`` of its driver's training record); None for a
+    trial that wrote no record (stopped by the scheduler, or failed)."""
+    from ftplat.layout import build_train_run_uri, build_trial_result_uri
+    from ftplat.storage import path_exists, read_json
 
-    path = build_trial_result_uri(join_uri(sweep_path, build_train_run_name(trial_id)))
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    uri = build_trial_result_uri(build_train_run_uri(sweep_path, trial_id))
+    return read_json(uri).get("timeline_s") if path_exists(uri) else None
+
+
+def write_random_bert_base(dest: str, vocab_size: int = 30522) -> str:
+    """A bert-base-sized classifier (12 layers, hidden 768) with seeded random weights, saved
+    as a model folder: throughput and load times do not need trained weights, and no hub."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    BertForSequenceClassification(BertConfig(vocab_size=vocab_size, num_labels=2)).save_pretrained(dest)
+    return dest

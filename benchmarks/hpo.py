@@ -137,7 +137,7 @@ def build_evaluations_from_summary(summary) -> list[dict]:
 def run_ftplat(a, method: str, seed: int, data_dir: str) -> dict:
     from ftplat.config.loading import load_sweep_configs
     from ftplat.tune.sweep import run_sweep
-    from _common import read_trial_record
+    from _common import read_trial_timeline
 
     with tempfile.TemporaryDirectory(prefix="ftplat-hpo-") as storage:
         job, space = load_sweep_configs(None, None, build_overrides(a, method, seed, storage, data_dir))
@@ -145,8 +145,7 @@ def run_ftplat(a, method: str, seed: int, data_dir: str) -> dict:
         summary = run_sweep(job, space)
         wall = time.perf_counter() - start
         # Where each trial's wall went (its driver's record; a trial ASHA stopped has none).
-        timelines = {t.trial_id: (read_trial_record(summary.sweep_path, t.trial_id) or {}).get("timeline_s")
-                     for t in summary.trials}
+        timelines = {t.trial_id: read_trial_timeline(summary.sweep_path, t.trial_id) for t in summary.trials}
     trials = [{"trial_id": t.trial_id, "status": t.status, "num_evaluations": t.num_evaluations,
                "hyperparameters": t.hyperparameters, "best_accuracy": t.scores["all"],
                "wall_s": t.cost.get("wall_s"), "timeline_s": timelines[t.trial_id]}

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -63,26 +62,17 @@ def run_one(path: str) -> dict:
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in out.items()}
 
 
-def build_bert_base(dest: str) -> str:
-    """A bert-base-sized classifier with random weights, saved as a model folder."""
-    import torch
-    from transformers import BertConfig, BertForSequenceClassification
-
-    torch.manual_seed(0)
-    BertForSequenceClassification(BertConfig(num_labels=2)).save_pretrained(dest)
-    return dest
-
-
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     if a.one:
         print(json.dumps(run_one(a.one)))
         return 0
-    from _common import DEFAULT_MODEL, build_machine_record, run_json_process, summarize, write_report
+    from _common import (DEFAULT_MODEL, build_machine_record, run_json_process, summarize, write_random_bert_base,
+                         write_report)
 
     machine = build_machine_record()
     with tempfile.TemporaryDirectory(prefix="model-load-") as tmp:
-        models = a.model or [build_bert_base(os.path.join(tmp, "bert-base-random")),
+        models = a.model or [write_random_bert_base(os.path.join(tmp, "bert-base-random")),
                              *([DEFAULT_MODEL] if os.path.isdir(DEFAULT_MODEL) else [])]
         runs: dict[str, list[dict]] = {m: [] for m in models}
         for i in range(a.repeats):

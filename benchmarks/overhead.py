@@ -46,7 +46,8 @@ from ftplat.tune.sweep import run_sweep
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, build_plain_trainer, summarize, write_report,
+    DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, build_plain_trainer, summarize, write_random_bert_base,
+    write_report,
 )
 
 
@@ -84,12 +85,10 @@ def resolve_defaults(a: argparse.Namespace) -> argparse.Namespace:
 def write_bert_base(tokenizer_from: str, dest: str) -> str:
     """A bert-base-sized classifier with random weights (throughput does not need trained
     ones, and the GPU machine has no hub) and the tokenizer of ``tokenizer_from``."""
-    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+    from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
-    config = BertConfig(vocab_size=len(tokenizer), num_labels=2)  # 12 layers, hidden 768: bert-base
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).save_pretrained(dest)
+    write_random_bert_base(dest, vocab_size=len(tokenizer))
     tokenizer.save_pretrained(dest)
     return dest
 

@@ -263,3 +263,20 @@ def test_model_load_times_each_part_of_a_load(tmp_path):
     assert record["parameters"] == sum(p.numel() for p in model.parameters())
     assert all(record[k] >= 0 for k in ("imports_s", "modeling_module_import_s", "first_from_pretrained_s",
                                         "second_from_pretrained_s"))
+
+
+def test_trial_timelines_are_read_from_each_trial_record_and_summarized(tmp_path):
+    from ftplat.layout import build_train_run_uri, build_trial_result_uri
+    from ftplat.storage import write_json
+
+    common, trial_gap = _load("_common"), _load("trial_gap")
+    write_json(build_trial_result_uri(build_train_run_uri(str(tmp_path), "t1")),
+               {"driver_wall_s": 9.0, "timeline_s": {"train": 5.0, "overhead": 4.0}})
+    assert common.read_trial_timeline(str(tmp_path), "t1") == {"train": 5.0, "overhead": 4.0}
+    assert common.read_trial_timeline(str(tmp_path), "stopped-by-asha") is None
+
+    runs = [{"timelines_s": [{"train": 5.0, "overhead": 4.0}, None]},
+            {"timelines_s": [{"train": 7.0, "overhead": 2.0}, {"train": 6.0}]}]
+    assert trial_gap.summarize_timelines(runs) == {
+        "overhead": {"median": 3.0, "min": 2.0, "max": 4.0, "n": 2},
+        "train": {"median": 6.0, "min": 5.0, "max": 7.0, "n": 3}}
