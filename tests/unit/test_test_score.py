@@ -8,7 +8,7 @@ import pytest
 from ftplat.config.schema import JobConfig
 from ftplat.records import SweepSummary
 from ftplat.tune.summary import format_winner_line
-from ftplat.tune.test_score import build_test_skip_reason
+from ftplat.tune.test_score import build_test_score_cpus, build_test_skip_reason
 
 STATS = {"selection": "held out of the train split", "train": {"split": "train", "rows": 90},
          "eval": {"split": "train (held out)", "rows": 10}, "test": {"split": "test", "rows": 40}}
@@ -57,3 +57,16 @@ def test_the_winner_lines_show_validation_and_test_side_by_side():
     assert skipped[-1] == "  test: data.test_split is null"
     failed = format_winner_line(_summary(test={"error": "RayTaskError: boom"})).splitlines()
     assert failed[-1] == "  test: failed: RayTaskError: boom"
+
+
+@pytest.mark.parametrize("resources, node_cpus, cpus", [
+    ({"cpus_per_worker": 2}, 3, 2),                                  # one trial at a time: its worker's CPUs
+    ({"cpus_per_worker": 1, "max_concurrent_trials": 2}, 3, 2),      # two packed one-thread trials' CPUs
+    ({"cpus_per_worker": 1, "num_workers": 2, "max_concurrent_trials": 4}, 4, 4),  # one node's worth at most
+    ({"cpus_per_worker": 1.5, "max_concurrent_trials": 3}, 16, 4),   # whole CPUs (threads)
+    ({"cpus_per_worker": 4}, 2, 4),                                   # never fewer than one worker's
+    ({"cpus_per_worker": 0.5}, 8, 1),
+])
+def test_the_test_score_takes_the_cpus_the_finished_trials_held(resources, node_cpus, cpus):
+    job = JobConfig.model_validate({"resources": resources})
+    assert build_test_score_cpus(job, node_cpus) == cpus

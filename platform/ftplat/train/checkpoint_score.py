@@ -12,6 +12,7 @@ import torch
 from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import TEST
+from ftplat.runtime import read_machine_cpus
 from ftplat.tasks import build_task
 from ftplat.train.worker import build_trainer
 
@@ -23,11 +24,13 @@ def run_score_checkpoint(config: dict[str, Any]) -> dict[str, float]:
     """Evaluate the checkpoint at ``config["checkpoint"]`` (any storage; ZeRO shards are
     consolidated) on the test table, in a Ray task. ``config`` is plain data: ``job`` (a
     JobConfig dict), ``checkpoint`` (a URI) and ``data_ref`` (a one-item list holding the
-    object-store reference of the sweep's tokenized tables)."""
+    object-store reference of the sweep's tokenized tables) and ``threads`` (the task's CPUs:
+    torch's threads, up to the node's cores)."""
     import transformers
 
     job = JobConfig.model_validate(config["job"])
-    torch.set_num_threads(max(1, int(job.resources.cpus_per_worker)))
+    # A private local cluster may count more logical CPUs than the machine has cores.
+    torch.set_num_threads(min(config["threads"], read_machine_cpus()))
     tables = ray.get(config["data_ref"][0])
     task = build_task(job)
     with tempfile.TemporaryDirectory(prefix="ftplat-test-score-") as tmp:

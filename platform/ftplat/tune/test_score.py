@@ -32,10 +32,25 @@ def build_test_skip_reason(job: JobConfig, summary: SweepSummary, stats: dict[st
     return None
 
 
+def build_test_score_cpus(job: JobConfig, node_cpus: float) -> int:
+    """CPUs (and torch threads) of the scoring task. The sweep's trials have finished, so it
+    takes what their workers held at once (packed one-thread trials score with all their
+    threads, not one), on one node: at most ``node_cpus``, the largest alive node's CPUs,
+    and never fewer than one worker's."""
+    res = job.resources
+    held = res.max_concurrent_trials * res.num_workers * res.cpus_per_worker
+    return max(1, int(res.cpus_per_worker), int(min(held, node_cpus)))
+
+
+def read_largest_node_cpus() -> float:
+    """The CPUs of the cluster's largest alive node (a task cannot span nodes)."""
+    return max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]), default=0.0)
+
+
 def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRef,
                    stats: dict[str, Any]) -> dict[str, Any]:
     """The summary's ``test`` record: the winner's best checkpoint scored on the test split
-    in a Ray task with one trial worker's resources, or why not (``skipped``)."""
+    in a Ray task (one worker's GPUs, the finished trials' CPUs), or why not (``skipped``)."""
     from ftplat.train.checkpoint_score import run_score_checkpoint  # imports torch (seconds)
 
     reason = build_test_skip_reason(job, summary, stats)
@@ -44,12 +59,13 @@ def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRe
         return {"skipped": reason}
     winner = summary.winner
     res = job.resources
+    cpus = build_test_score_cpus(job, read_largest_node_cpus())
     task = ray.remote(run_score_checkpoint).options(
-        num_cpus=res.cpus_per_worker, num_gpus=res.gpus_per_worker if res.use_gpu else 0, max_retries=0)
-    logger.info("Scoring the winner (trial %s) on the test split %r (%d rows)", winner.trial_id,
-                stats["test"]["split"], stats["test"]["rows"])
+        num_cpus=cpus, num_gpus=res.gpus_per_worker if res.use_gpu else 0, max_retries=0)
+    logger.info("Scoring the winner (trial %s) on the test split %r (%d rows, %d CPUs)", winner.trial_id,
+                stats["test"]["split"], stats["test"]["rows"], cpus)
     metrics = ray.get(task.remote({"job": job.model_dump(), "checkpoint": winner.best_checkpoint.path,
-                                   "data_ref": [data_ref]}))
+                                   "data_ref": [data_ref], "threads": cpus}))
     return {"split": stats["test"]["split"], "rows": stats["test"]["rows"], "trial_id": winner.trial_id,
             "checkpoint": winner.best_checkpoint.path,
             "metrics": {k: clean_value(v) for k, v in metrics.items()
