@@ -230,7 +230,8 @@ def test_a_trial_this_machine_can_run_passes(resources, cpus, gpus, warned):
 
 
 def test_the_machine_cpus_are_those_this_process_may_use():
-    from ftplat.runtime import build_local_num_cpus, read_machine_cpus
+    from ftplat.environment import read_machine_cpus
+    from ftplat.runtime import build_local_num_cpus
 
     cpus = read_machine_cpus()
     assert 1 <= cpus <= (os.cpu_count() or 1)

@@ -12,7 +12,7 @@ import torch
 from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import TEST
-from ftplat.runtime import read_machine_cpus
+from ftplat.environment import read_machine_cpus
 from ftplat.tasks import build_task
 from ftplat.train.worker import build_trainer
 

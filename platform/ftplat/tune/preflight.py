@@ -23,7 +23,8 @@ from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
 from ftplat.layout import build_sweep_config_uri
 from ftplat.ray_internals import check_ray_version, read_missing_tune_state
-from ftplat.runtime import check_trial_fits_machine, read_machine_cpus, read_machine_gpus, read_private_cluster_planned
+from ftplat.environment import read_machine_cpus
+from ftplat.runtime import check_trial_fits_machine, read_machine_gpus, read_private_cluster_planned
 from ftplat.storage import check_storage_reachable, join_uri, mask_uri_credentials, path_exists, read_json
 from ftplat.tracking.runs import build_unmasked_config, check_tracking_reachable, resolve_tracking_uri
 from ftplat.tune.spaces import build_scheduler
