@@ -42,9 +42,11 @@ def build_test_score_cpus(job: JobConfig, node_cpus: float) -> int:
     return max(1, int(res.cpus_per_worker), int(min(held, node_cpus)))
 
 
-def read_largest_node_cpus() -> float:
-    """The CPUs of the cluster's largest alive node (a task cannot span nodes)."""
-    return max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["Alive"]), default=0.0)
+def read_largest_node_cpus(gpus: float) -> float:
+    """The CPUs of the cluster's largest alive node with ``gpus`` GPUs (a task cannot span
+    nodes; on a cluster of CPU and GPU nodes a GPU task fits only a GPU node's CPUs)."""
+    return max((n["Resources"].get("CPU", 0.0) for n in ray.nodes()
+                if n["Alive"] and n["Resources"].get("GPU", 0.0) >= gpus), default=0.0)
 
 
 def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRef,
@@ -59,9 +61,9 @@ def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRe
         return {"skipped": reason}
     winner = summary.winner
     res = job.resources
-    cpus = build_test_score_cpus(job, read_largest_node_cpus())
-    task = ray.remote(run_score_checkpoint).options(
-        num_cpus=cpus, num_gpus=res.gpus_per_worker if res.use_gpu else 0, max_retries=0)
+    gpus = res.gpus_per_worker if res.use_gpu else 0
+    cpus = build_test_score_cpus(job, read_largest_node_cpus(gpus))
+    task = ray.remote(run_score_checkpoint).options(num_cpus=cpus, num_gpus=gpus, max_retries=0)
     logger.info("Scoring the winner (trial %s) on the test split %r (%d rows, %d CPUs)", winner.trial_id,
                 stats["test"]["split"], stats["test"]["rows"], cpus)
     metrics = ray.get(task.remote({"job": job.model_dump(), "checkpoint": winner.best_checkpoint.path,
