@@ -125,6 +125,11 @@ def build_trial_driver_resources(res: ResourcesConfig) -> dict[str, float]:
     return {"CPU": 0, "memory": DRIVER_MEMORY_BYTES}
 
 
+def read_alive_node_resources() -> list[dict[str, float]]:
+    """Each alive node's total resources (``CPU``, ``GPU``, ...), as Ray reports them."""
+    return [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+
+
 def build_worker_slots(node: dict[str, float], need: dict[str, float]) -> int:
     """How many copies of ``need`` (one worker's or the driver's resources) one node holds;
     ``node`` is the node's total resources, since the question is whether it can ever fit."""

@@ -8,7 +8,7 @@ import pytest
 from ftplat.config.schema import JobConfig
 from ftplat.records import SweepSummary
 from ftplat.tune.summary import format_winner_line
-from ftplat.tune import test_score
+from ftplat import runtime
 from ftplat.tune.test_score import build_test_score_cpus, build_test_skip_reason
 
 STATS = {"selection": "held out of the train split", "train": {"split": "train", "rows": 90},
@@ -70,7 +70,7 @@ def test_the_winner_lines_show_validation_and_test_side_by_side():
 ])
 def test_the_test_score_takes_the_cpus_the_finished_trials_held(resources, node_cpus, cpus):
     job = JobConfig.model_validate({"resources": resources})
-    assert build_test_score_cpus(job, node_cpus) == cpus
+    assert build_test_score_cpus(job, [{"CPU": float(node_cpus)}]) == cpus
 
 
 def test_a_gpu_test_score_fits_the_cpus_of_a_gpu_node(monkeypatch):
@@ -78,9 +78,14 @@ def test_a_gpu_test_score_fits_the_cpus_of_a_gpu_node(monkeypatch):
              {"Alive": True, "Resources": {"CPU": 8.0, "GPU": 1.0}},
              {"Alive": False, "Resources": {"CPU": 16.0, "GPU": 4.0}},    # gone
              {"Alive": True, "Resources": {"CPU": 12.0, "GPU": 0.5}}]     # less than a whole GPU left
-    monkeypatch.setattr(test_score.ray, "nodes", lambda: nodes)
-    assert test_score.read_largest_node_cpus(0) == 64.0
-    assert test_score.read_largest_node_cpus(1.0) == 8.0
-    assert test_score.read_largest_node_cpus(0.5) == 12.0
-    job = JobConfig.model_validate({"resources": {"use_gpu": True, "cpus_per_worker": 4, "max_concurrent_trials": 4}})
-    assert build_test_score_cpus(job, test_score.read_largest_node_cpus(1.0)) == 8
+    monkeypatch.setattr(runtime.ray, "nodes", lambda: nodes)
+    alive = runtime.read_alive_node_resources()
+    assert alive == [nodes[0]["Resources"], nodes[1]["Resources"], nodes[3]["Resources"]]
+
+    def cpus(**resources):  # trials that held 4 x 32 CPUs: only the node bounds the task
+        return build_test_score_cpus(JobConfig.model_validate(
+            {"resources": {"cpus_per_worker": 4, "max_concurrent_trials": 32, **resources}}), alive)
+
+    assert cpus() == 64
+    assert cpus(use_gpu=True) == 8
+    assert cpus(use_gpu=True, gpus_per_worker=0.5) == 12

@@ -17,7 +17,7 @@ from ftplat.environment import scoped_environ
 from ftplat.layout import build_summary_uri, build_sweep_config_uri, read_trial_finished
 from ftplat.ray_internals import read_dashboard_url, read_trial_error
 from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
-from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, run_ray_init
+from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, read_alive_node_resources, run_ray_init
 from ftplat.storage import check_writable, path_exists, write_json
 from ftplat.tracking.params import build_parent_params
 from ftplat.tracking.report import run_finish_sweep
@@ -38,8 +38,7 @@ logger = logging.getLogger(__name__)
 
 def check_cluster_fits(job: JobConfig) -> None:
     """A trial that can never be placed would leave the sweep pending forever: refuse it."""
-    check_trial_fits_nodes(job.resources, [node["Resources"] for node in ray.nodes() if node.get("Alive")],
-                           fp16=job.training.fp16)
+    check_trial_fits_nodes(job.resources, read_alive_node_resources(), fp16=job.training.fp16)
 
 
 def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sweep_path: str,

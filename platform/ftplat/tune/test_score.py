@@ -10,6 +10,7 @@ import ray
 
 from ftplat.config.schema import JobConfig
 from ftplat.records import EVAL_TIMING_KEYS, SweepSummary, clean_value
+from ftplat.runtime import build_worker_slots, read_alive_node_resources
 
 logger = logging.getLogger(__name__)
 
@@ -32,21 +33,17 @@ def build_test_skip_reason(job: JobConfig, summary: SweepSummary, stats: dict[st
     return None
 
 
-def build_test_score_cpus(job: JobConfig, node_cpus: float) -> int:
+def build_test_score_cpus(job: JobConfig, nodes: list[dict[str, float]]) -> int:
     """CPUs (and torch threads) of the scoring task. The sweep's trials have finished, so it
     takes what their workers held at once (packed one-thread trials score with all their
-    threads, not one), on one node: at most ``node_cpus``, the largest alive node's CPUs,
-    and never fewer than one worker's."""
+    threads, not one), never fewer than one worker's. A task cannot span nodes: at most the
+    CPUs of the largest of ``nodes`` (each node's total resources) that holds one worker, so a
+    GPU task on a cluster of CPU and GPU nodes asks only what a GPU node has."""
     res = job.resources
+    worker = {"CPU": res.cpus_per_worker, "GPU": res.gpus_per_worker if res.use_gpu else 0.0}
+    node_cpus = max((n.get("CPU", 0.0) for n in nodes if build_worker_slots(n, worker) >= 1), default=0.0)
     held = res.max_concurrent_trials * res.num_workers * res.cpus_per_worker
     return max(1, int(res.cpus_per_worker), int(min(held, node_cpus)))
-
-
-def read_largest_node_cpus(gpus: float) -> float:
-    """The CPUs of the cluster's largest alive node with ``gpus`` GPUs (a task cannot span
-    nodes; on a cluster of CPU and GPU nodes a GPU task fits only a GPU node's CPUs)."""
-    return max((n["Resources"].get("CPU", 0.0) for n in ray.nodes()
-                if n["Alive"] and n["Resources"].get("GPU", 0.0) >= gpus), default=0.0)
 
 
 def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRef,
@@ -61,9 +58,9 @@ def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRe
         return {"skipped": reason}
     winner = summary.winner
     res = job.resources
-    gpus = res.gpus_per_worker if res.use_gpu else 0
-    cpus = build_test_score_cpus(job, read_largest_node_cpus(gpus))
-    task = ray.remote(run_score_checkpoint).options(num_cpus=cpus, num_gpus=gpus, max_retries=0)
+    cpus = build_test_score_cpus(job, read_alive_node_resources())
+    task = ray.remote(run_score_checkpoint).options(
+        num_cpus=cpus, num_gpus=res.gpus_per_worker if res.use_gpu else 0, max_retries=0)
     logger.info("Scoring the winner (trial %s) on the test split %r (%d rows, %d CPUs)", winner.trial_id,
                 stats["test"]["split"], stats["test"]["rows"], cpus)
     metrics = ray.get(task.remote({"job": job.model_dump(), "checkpoint": winner.best_checkpoint.path,
