@@ -18,9 +18,13 @@ ftplat relies on a few things Ray does not promise to keep:
   after a resume, as the summary does).
 * The running count that both of Tune's proposers put at the start of ``experiment_tag``
   (the only record of the order trials were created in, which breaks ties between scores).
-* Train V2's default controller callbacks (``_create_default_callbacks``) and its datasets
-  callback: a run given no Ray Dataset skips the callback, which would start a dataset manager
-  actor (one more process per trial) that nothing asks.
+* Train V2's default controller callbacks (``_create_default_callbacks``), its datasets
+  callback and its placement-group cleaner callback: a run given no Ray Dataset skips the
+  first, which would start a dataset manager actor that nothing asks; every run skips the
+  second, a detached cleaner actor per run, because the sweep driver does its job for all
+  trials (``read_orphaned_train_placement_groups``).
+* The GCS placement group table's creator fields (``PlacementGroupTableData``), which Ray's
+  public ``placement_group_table`` leaves out, and the class name in its actor table.
 
 ``check_ray_version`` runs before a sweep or a checkpoint gc starts and refuses a Ray release
 these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the test suite
@@ -150,7 +154,8 @@ def run_disable_train_print_patch() -> None:
 
 @functools.cache
 def build_lean_trainer_class(*, process_group: bool) -> type:
-    """Train V2's trainer for ftplat's runs, less what a run does not use.
+    """Train V2's trainer for ftplat's runs, less what a run does not use or what the sweep
+    driver does for all its trials.
 
     ``process_group``: the run's workers form a torch process group (``TorchTrainer``). Without
     one (a single worker without DeepSpeed, which trains as plain ``Trainer.train()`` does) it
@@ -164,8 +169,17 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
     a core while the trial's worker starts) and hands the workers its shard provider; without
     datasets nothing ever asks it (``ray.train.get_dataset_shard`` has no dataset to name).
     ftplat's workers read their data from the object store. A run given datasets keeps it.
+
+    Both drop Train's ``PlacementGroupCleanerCallback``. It starts a detached cleaner actor per
+    run (a process importing Ray Train, about 2.5 s of a core beside the starting worker, which
+    then asks the dashboard's state API every second whether its controller lives) so that the
+    run's placement group goes when its controller dies without removing it: a group an actor
+    creates lives as long as its job, and Tune kills the trial driver, and with it the
+    controller, of every trial it stops. ftplat's sweep driver removes those groups for all of
+    its trials (``ftplat.tune.placement_groups``), so these classes are only for trial drivers.
     """
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+    from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
 
     if process_group:
         from ray.train.torch import TorchTrainer as base
@@ -174,10 +188,8 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
 
     class LeanTrainer(base):
         def _create_default_callbacks(self):
-            callbacks = super()._create_default_callbacks()
-            if self.datasets:
-                return callbacks
-            return [c for c in callbacks if not isinstance(c, DatasetsCallback)]
+            dropped = (PlacementGroupCleanerCallback,) + (() if self.datasets else (DatasetsCallback,))
+            return [c for c in super()._create_default_callbacks() if not isinstance(c, dropped)]
 
     LeanTrainer.__name__ = LeanTrainer.__qualname__ = f"Lean{base.__name__}"
     return LeanTrainer
@@ -278,6 +290,43 @@ def sort_trials_by_creation(trials: Iterable[Any]) -> list[Any]:
         return (created is None, created or 0, given)
 
     return [trial for _, trial in sorted(enumerate(trials), key=key)]
+
+
+#: ``ActorTableData.class_name`` of Train V2's controller, the creator of a run's placement group.
+TRAIN_CONTROLLER_CLASS = "TrainController"
+
+
+@functools.lru_cache(maxsize=4096)
+def _actor_class_name(actor_id_hex: str) -> str | None:
+    from ray._private.state import state
+
+    return state.actor_table(actor_id_hex).get("ActorClassName")  # an actor's class never changes
+
+
+def read_orphaned_train_placement_groups(job_id: str) -> tuple[list[str], int]:
+    """The placement groups of job ``job_id`` whose Train controller died without removing them
+    (hex ids), and how many of the job's Train groups still have a live controller.
+
+    Ray frees a group an actor created only once both that actor and its job are dead; only
+    the GCS table (not ``ray.util.placement_group_table``) says who created a group. Groups a
+    driver created (Tune's trial resources) have no creator actor and are never listed.
+    """
+    import ray
+    from ray._private.state import state
+    from ray.core.generated.gcs_pb2 import PlacementGroupTableData as Row
+
+    orphaned, live = [], 0
+    for raw in state._connect_and_get_accessor().get_placement_group_table():
+        row = Row.FromString(raw)
+        creator = ray.ActorID(row.creator_actor_id)
+        if (row.state == Row.REMOVED or row.is_detached or row.creator_job_id.hex() != job_id or creator.is_nil()
+                or _actor_class_name(creator.hex()) != TRAIN_CONTROLLER_CLASS):
+            continue
+        if row.creator_actor_dead:
+            orphaned.append(ray.PlacementGroupID(row.placement_group_id).hex())
+        else:
+            live += 1
+    return orphaned, live
 
 
 # --- private local clusters ----------------------------------------------------------------

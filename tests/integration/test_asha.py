@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
+from ray.util import placement_group_table
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.tune.spaces import build_max_evaluations
@@ -39,12 +40,14 @@ def asha_sweep(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path_factory
         f"search.points_to_evaluate=[{point.format(lr=1.0e-3)}, {point.format(lr=0.5)}]",
         f"tracking.tracking_uri={tracking_uri}", "tracking.experiment_name=ftplat-asha",
     ))
+    groups_before = set(placement_group_table())
     summary = run_sweep(job, space).to_dict()
-    return job, summary, root / "storage" / "asha", MlflowClient(tracking_uri)
+    groups = {pg_id: row["state"] for pg_id, row in placement_group_table().items() if pg_id not in groups_before}
+    return job, summary, root / "storage" / "asha", MlflowClient(tracking_uri), groups
 
 
 def test_full_length_trials_make_every_evaluation_and_end_on_their_own(asha_sweep):
-    job, summary, sweep_dir, _ = asha_sweep
+    job, summary, sweep_dir, _, _ = asha_sweep
     assert build_max_evaluations(job) == len(FULL_STEPS)
     full = [t for t in summary["trials"] if t["num_evaluations"] == len(FULL_STEPS)]
     assert full, [t["num_evaluations"] for t in summary["trials"]]
@@ -57,7 +60,7 @@ def test_full_length_trials_make_every_evaluation_and_end_on_their_own(asha_swee
 
 
 def test_asha_stops_the_weak_trial_early(asha_sweep):
-    _, summary, sweep_dir, _ = asha_sweep
+    _, summary, sweep_dir, _, _ = asha_sweep
     assert summary["trials"][1]["num_evaluations"] == 1  # lr 0.5, worse than the first at rung 1
     stopped = [t for t in summary["trials"] if t["num_evaluations"] < len(FULL_STEPS)]
     assert all(t["status"] == "TERMINATED" and t["error"] is None for t in stopped)
@@ -65,14 +68,14 @@ def test_asha_stops_the_weak_trial_early(asha_sweep):
 
 
 def test_no_trial_leaves_its_scratch_folder(asha_sweep):
-    _, summary, _, _ = asha_sweep
+    _, summary, _, _, _ = asha_sweep
     scratch = Path(tempfile.gettempdir()) / "ftplat-scratch"
     left = [t["trial_id"] for t in summary["trials"] if (scratch / f"train-{t['trial_id']}").exists()]
     assert not left, f"scratch folders left in {scratch}: {left}"
 
 
 def test_every_child_run_ends_with_a_terminal_status(asha_sweep):
-    _, summary, _, client = asha_sweep
+    _, summary, _, client, _ = asha_sweep
     experiment = client.get_experiment_by_name("ftplat-asha")
     children = {r.data.tags["ftplat.trial_id"]: r for r in client.search_runs([experiment.experiment_id])
                 if "mlflow.parentRunId" in r.data.tags}
@@ -80,3 +83,12 @@ def test_every_child_run_ends_with_a_terminal_status(asha_sweep):
     for trial in summary["trials"]:
         expected = "FINISHED" if trial["num_evaluations"] == len(FULL_STEPS) else "KILLED"
         assert children[trial["trial_id"]].info.status == expected, trial["trial_id"]
+
+
+def test_no_trial_leaves_its_placement_groups_behind(asha_sweep):
+    """The stopped trial's Train controller is killed with its driver before it can remove its
+    workers' placement group, which Ray would keep until the job ends: the sweep removes it."""
+    _, summary, _, _, groups = asha_sweep
+    # each trial's resources in Tune and its Train run's workers
+    assert len(groups) >= 2 * summary["num_trials"], groups
+    assert set(groups.values()) == {"REMOVED"}, groups

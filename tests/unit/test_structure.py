@@ -168,13 +168,18 @@ def test_names_copied_from_libraries_match_them():
     assert typing.get_args(Scope) == scoring.SCOPES
 
 
-def test_the_lean_trainers_drop_only_the_unused_datasets_callback():
-    """Train's default callbacks with and without Ray Datasets: only the datasets callback (which
-    starts a dataset manager process) goes, and only when the run is given no dataset."""
+def test_the_lean_trainers_drop_only_the_unused_datasets_callback_and_the_per_run_cleaner():
+    """Train's default callbacks with and without Ray Datasets: the placement-group cleaner (a
+    detached process per run; the sweep driver does its job) always goes, the datasets callback
+    (which starts a dataset manager process) only when the run is given no dataset."""
     import ray.train
     from ray.train.torch import TorchTrainer
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+    from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+    from ray.train.v2._internal.execution.controller import TrainController
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    from ftplat.ray_internals import TRAIN_CONTROLLER_CLASS
 
     from ftplat.ray_internals import build_lean_trainer_class
 
@@ -186,9 +191,11 @@ def test_the_lean_trainers_drop_only_the_unused_datasets_callback():
     for process_group, base in ((True, TorchTrainer), (False, DataParallelTrainer)):
         lean = build_lean_trainer_class(process_group=process_group)
         assert lean is build_lean_trainer_class(process_group=process_group) and issubclass(lean, base)
-        assert DatasetsCallback in build(base)  # what Ray would start
-        assert build(lean) == [c for c in build(base) if c is not DatasetsCallback]
-        assert build(lean, datasets=datasets) == build(base, datasets=datasets)
+        assert DatasetsCallback in build(base) and PlacementGroupCleanerCallback in build(base)  # what Ray starts
+        assert build(lean) == [c for c in build(base) if c not in (DatasetsCallback, PlacementGroupCleanerCallback)]
+        assert build(lean, datasets=datasets) == [c for c in build(base, datasets=datasets)
+                                                  if c is not PlacementGroupCleanerCallback]
+    assert TrainController.__name__ == TRAIN_CONTROLLER_CLASS  # the class the GCS records for a run's creator
 
 
 @pytest.mark.parametrize("num_workers, deepspeed, process_group", [

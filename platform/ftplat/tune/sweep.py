@@ -24,6 +24,7 @@ from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
 from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
 from ftplat.tune.live_retention import LiveRetentionCallback
+from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
 from ftplat.tune.preflight import check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
@@ -123,9 +124,11 @@ class TrialEndLogCallback(tune.Callback):
 
 
 def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> list[tune.Callback]:
-    # Stopped and failed trials leave their node-local scratch behind (their workers are killed).
-    callbacks: list[tune.Callback] = [ScratchCleanupCallback(sweep_path), TrialEndLogCallback(
-        sweep_path=sweep_path, metric=space.objective.metric, scope=space.scope)]
+    # Stopped and failed trials leave their node-local scratch behind (their workers are killed),
+    # and their Train runs' placement groups (their controllers are killed).
+    callbacks: list[tune.Callback] = [PlacementGroupCleanupCallback(), ScratchCleanupCallback(sweep_path),
+                                      TrialEndLogCallback(sweep_path=sweep_path, metric=space.objective.metric,
+                                                          scope=space.scope)]
     if space.algorithm == "optuna" and not is_local_storage(sweep_path):
         callbacks.append(StudyUploadCallback(sweep_path))
     if not job.retention.apply_during_sweep:
