@@ -130,6 +130,11 @@ def read_alive_node_resources() -> list[dict[str, float]]:
     return [node["Resources"] for node in ray.nodes() if node.get("Alive")]
 
 
+def build_worker_need(res: ResourcesConfig) -> dict[str, float]:
+    """One worker's resources, in the terms of ``build_worker_slots``."""
+    return {"CPU": res.cpus_per_worker, "GPU": res.gpus_per_worker if res.use_gpu else 0.0}
+
+
 def build_worker_slots(node: dict[str, float], need: dict[str, float]) -> int:
     """How many copies of ``need`` (one worker's or the driver's resources) one node holds;
     ``node`` is the node's total resources, since the question is whether it can ever fit."""
@@ -157,7 +162,7 @@ def check_trial_fits_nodes(res: ResourcesConfig, nodes: list[dict[str, float]], 
             f"resources: a trial needs {res.num_workers * res.gpus_per_worker:g} GPUs but the cluster has "
             f"{total['GPU']:g}; {format_gpu_fix(fp16)}, or add GPU nodes"
         )
-    worker = {"CPU": res.cpus_per_worker, "GPU": res.gpus_per_worker if res.use_gpu else 0.0}
+    worker = build_worker_need(res)
     largest = max(nodes, key=lambda n: (n.get("GPU", 0.0) if res.use_gpu else 0.0, n.get("CPU", 0.0)))
     shown = f"{largest.get('CPU', 0.0):g} CPUs" + (f" and {largest.get('GPU', 0.0):g} GPUs" if res.use_gpu else "")
     if not any(build_worker_slots(n, worker) for n in nodes):

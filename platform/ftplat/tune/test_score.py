@@ -10,7 +10,7 @@ import ray
 
 from ftplat.config.schema import JobConfig
 from ftplat.records import EVAL_TIMING_KEYS, SweepSummary, clean_value
-from ftplat.runtime import build_worker_slots, read_alive_node_resources
+from ftplat.runtime import build_worker_need, build_worker_slots, read_alive_node_resources
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def build_test_score_cpus(job: JobConfig, nodes: list[dict[str, float]]) -> int:
     CPUs of the largest of ``nodes`` (each node's total resources) that holds one worker, so a
     GPU task on a cluster of CPU and GPU nodes asks only what a GPU node has."""
     res = job.resources
-    worker = {"CPU": res.cpus_per_worker, "GPU": res.gpus_per_worker if res.use_gpu else 0.0}
+    worker = build_worker_need(res)
     node_cpus = max((n.get("CPU", 0.0) for n in nodes if build_worker_slots(n, worker) >= 1), default=0.0)
     held = res.max_concurrent_trials * res.num_workers * res.cpus_per_worker
     return max(1, int(res.cpus_per_worker), int(min(held, node_cpus)))
