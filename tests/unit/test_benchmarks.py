@@ -280,3 +280,19 @@ def test_trial_timelines_are_read_from_each_trial_record_and_summarized(tmp_path
     assert trial_gap.summarize_timelines(runs) == {
         "overhead": {"median": 3.0, "min": 2.0, "max": 4.0, "n": 2},
         "train": {"median": 6.0, "min": 5.0, "max": 7.0, "n": 3}}
+
+
+def test_worker_context_deadline_and_per_context_medians():
+    wc = _load("worker_context")
+    runs = [{"context": "process", "wall_s": 30.0, "train_runtime_s": 17.0, "step_ms_median": 48.0},
+            {"context": "thread", "wall_s": 26.0, "train_runtime_s": 15.0, "step_ms_median": 45.0},
+            {"context": "process", "wall_s": 20.0, "train_runtime_s": 13.0, "step_ms_median": 44.0}]
+    assert wc.next_run_fits([], "process", 0.0, 1.0)
+    # A context's own longest run estimates its next; before its first, the longest of any.
+    assert wc.next_run_fits(runs, "thread", 120.0, 150.0) and not wc.next_run_fits(runs, "thread", 124.0, 150.0)
+    assert not wc.next_run_fits(runs, "ftplat", 121.0, 150.0)
+    stats = wc.build_by_context(runs, ["process", "thread", "ftplat"])
+    assert stats["process"]["train_runtime_s"] == {"median": 15.0, "min": 13.0, "max": 17.0, "n": 2}
+    assert stats["thread"]["step_ms_median"]["n"] == 1 and stats["ftplat"]["train_runtime_s"] is None
+    a = wc.build_parser().parse_args(["--use-gpu"])
+    assert wc.resolve_defaults(a).max_length == 160 and wc.CONTEXTS[0] == "process"

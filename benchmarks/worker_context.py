@@ -1,0 +1,183 @@
+"""Where a trial's ``Trainer.train()`` loses its speed: the same plain HF training in the
+execution contexts a trial goes through, one after another, interleaved (issue #18, P1).
+
+On a GPU, ftplat's trial trains slower than plain ``Trainer.train()`` in a fresh process
+(BENCHMARKS.md, "GPU: one H200"). The step is launch-bound there (a bert-base step at batch 32
+is a few ms of GPU work and 40 ms of Python), so whatever slows the worker's Python slows the
+step. This runs ``overhead.py``'s plain side (same job, data, TrainingArguments, collator,
+metrics, threads) in:
+
+  process   a fresh spawned process (``overhead.py --plain-process fresh``)
+  task      a Ray task: the main thread of a Ray worker process
+  thread    a Ray actor running the training in a second thread while the driver polls the
+            actor every 0.25 s: how a Train V2 worker runs a training function
+  ftplat    a real one-trial ftplat sweep (``overhead.py``'s ftplat side)
+
+and reports, for each, HF's train_runtime, the time to the 10th step, the median time of the
+steps after the 20th, and the evaluation's runtime (the first three contexts; ftplat's worker
+has no step clock). Rounds go, in ``--contexts``' order, until ``--deadline-s`` leaves no room
+for the next run (estimated by that context's longest run so far).
+
+  python benchmarks/worker_context.py --deadline-s 600 --json /tmp/worker_context.json
+  python benchmarks/worker_context.py --use-gpu --model /tmp/bert-base-random --deadline-s 150
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import cloudpickle
+import ray
+import torch
+from transformers import TrainerCallback
+
+import _common
+from _common import build_machine_record, build_plain_trainer, summarize, write_report
+from ftplat.data.preparation import build_tokenized_tables
+from ftplat.ray_internals import run_init_private_cluster
+from ftplat.train.modeling import build_model
+from overhead import build_configs, build_parser, resolve_defaults, run_ftplat, write_bert_base
+
+CONTEXTS = ("process", "thread", "ftplat", "task")
+
+
+class StepClock(TrainerCallback):
+    """Wall time at each optimizer step's end."""
+
+    def __init__(self):
+        self.begin, self.ends = 0.0, []
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.begin = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.ends.append(time.perf_counter())
+
+
+def run_clocked_train(job, data) -> dict:
+    torch.set_num_threads(int(job.resources.cpus_per_worker))
+    clock = StepClock()
+    with tempfile.TemporaryDirectory() as out:
+        trainer = build_plain_trainer(job, data, out, model=build_model(job), callbacks=[clock])
+        output = trainer.train()
+    steps = [b - a for a, b in zip(clock.ends[20:], clock.ends[21:])]
+    evals = [e["eval_runtime"] for e in trainer.state.log_history if "eval_runtime" in e]
+    return {"train_runtime_s": output.metrics["train_runtime"],
+            "train_samples_per_s": output.metrics["train_samples_per_second"],
+            "first_10_steps_s": round(clock.ends[9] - clock.begin, 3) if len(clock.ends) >= 10 else None,
+            "step_ms_median": round(1000 * statistics.median(steps), 2) if steps else None,
+            "eval_runtime_s": evals[-1] if evals else None,
+            "threads": threading.active_count(), "pid": os.getpid()}
+
+
+@ray.remote
+def run_in_task(job, data) -> dict:
+    return run_clocked_train(job, data)
+
+
+@ray.remote(max_concurrency=2)
+class ThreadRunner:
+    """The training in a second thread; the actor's main thread stays free for polls."""
+
+    def __init__(self):
+        self.result, self.error, self.thread = None, None, None
+
+    def start(self, job, data) -> None:
+        def target():
+            try:
+                self.result = run_clocked_train(job, data)
+            except BaseException as exc:  # handed to the driver by poll()
+                self.error = exc
+
+        self.thread = threading.Thread(target=target, name="train-fn")
+        self.thread.start()
+
+    def poll(self):
+        if self.error is not None:
+            raise self.error
+        return None if self.thread.is_alive() else self.result
+
+
+def run_context(name: str, job, space, data, gpus: float) -> dict:
+    cpus = float(job.resources.cpus_per_worker)
+    load = round(os.getloadavg()[0], 2)
+    start = time.perf_counter()
+    if name == "process":
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            result = pool.submit(run_clocked_train, job, data).result()
+    elif name == "task":
+        result = ray.get(run_in_task.options(num_cpus=cpus, num_gpus=gpus).remote(job, data))
+    elif name == "thread":
+        runner = ThreadRunner.options(num_cpus=cpus, num_gpus=gpus).remote()
+        ray.get(runner.start.remote(job, data))
+        while (result := ray.get(runner.poll.remote())) is None:
+            time.sleep(0.25)
+        ray.kill(runner)
+    else:
+        ours = run_ftplat(job, space)
+        result = {k: ours[k] for k in ("train_runtime_s", "train_samples_per_s")}
+    return {"context": name, **result, "wall_s": round(time.perf_counter() - start, 2), "load_avg_at_start": load}
+
+
+def next_run_fits(runs: list[dict], name: str, elapsed_s: float, deadline_s: float) -> bool:
+    """Whether ``name``'s next run ends before the deadline, estimated by that context's
+    longest run so far (before its first, by any run's)."""
+    walls = [r["wall_s"] for r in runs if r["context"] == name] or [r["wall_s"] for r in runs] or [0.0]
+    return elapsed_s + max(walls) < deadline_s
+
+
+def build_by_context(runs: list[dict], contexts: list[str]) -> dict:
+    return {name: {key: summarize([r.get(key) for r in runs if r["context"] == name])
+                   for key in ("train_runtime_s", "first_10_steps_s", "step_ms_median", "eval_runtime_s")}
+            for name in contexts}
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    parser.add_argument("--deadline-s", type=float, default=900.0,
+                        help="start no run that would, at the longest run so far, end after this")
+    parser.add_argument("--contexts", default=",".join(CONTEXTS))
+    a = resolve_defaults(parser.parse_args(argv))
+    contexts = a.contexts.split(",")
+    assert set(contexts) <= set(CONTEXTS), contexts
+    began = time.perf_counter()
+    cloudpickle.register_pickle_by_value(_common)
+    runs: list[dict] = []
+    with tempfile.TemporaryDirectory() as storage:
+        model = a.model or (write_bert_base(_common.DEFAULT_MODEL, os.path.join(storage, "bert-base-random"))
+                            if a.use_gpu else _common.DEFAULT_MODEL)
+        job, space = build_configs(a, storage, model)
+        data = build_tokenized_tables(job)
+        run_init_private_cluster(num_cpus=a.threads + 1, num_gpus=1 if a.use_gpu else 0,
+                                 include_dashboard=False, logging_level="ERROR")
+        try:
+            i = 0
+            while True:
+                name = contexts[i % len(contexts)]
+                if not next_run_fits(runs, name, time.perf_counter() - began, a.deadline_s):
+                    break
+                job = job.model_copy(update={"storage": job.storage.model_copy(update={"sweep_name": f"ctx-{i}"})})
+                runs.append(run_context(name, job, space, data, 1.0 if a.use_gpu else 0.0))
+                print("run", json.dumps(runs[-1]), flush=True)
+                i += 1
+        finally:
+            ray.shutdown()
+    by_context = build_by_context(runs, contexts)
+    report = {"config": vars(a), "machine": build_machine_record(), "runs": runs, "aggregate": by_context}
+    write_report(report, a.json)
+    for name, stats in by_context.items():
+        print(name, ", ".join(f"{k} {v['median']:g} [{v['min']:g}, {v['max']:g}] (n={v['n']})"
+                              for k, v in stats.items() if v))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
