@@ -2,10 +2,11 @@
 execution contexts a trial goes through, one after another, interleaved (issue #18, P1).
 
 On a GPU, ftplat's trial trains slower than plain ``Trainer.train()`` in a fresh process
-(BENCHMARKS.md, "GPU: one H200"). The step is launch-bound there (a bert-base step at batch 32
-is a few ms of GPU work and 40 ms of Python), so whatever slows the worker's Python slows the
-step. This runs ``overhead.py``'s plain side (same job, data, TrainingArguments, collator,
-metrics, threads) in:
+(BENCHMARKS.md, "GPU: one H200"). A bert-base step at batch 32 and length 160 takes about 45 ms
+there, several times what its arithmetic needs at the GPU's bf16 rate, so the CPU side (Python,
+kernel launches, data) sets the pace and whatever slows the worker's process slows the step.
+This runs ``overhead.py``'s plain side (same job, data, TrainingArguments, collator, metrics,
+threads) in:
 
   process   a fresh spawned process (``overhead.py --plain-process fresh``)
   task      a Ray task: the main thread of a Ray worker process
