@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from ftplat import runtime
 from ftplat.config.schema import JobConfig
 from ftplat.records import SweepSummary
 from ftplat.tune.summary import format_winner_line
-from ftplat import runtime
 from ftplat.tune.test_score import build_test_score_cpus, build_test_skip_reason
 
 STATS = {"selection": "held out of the train split", "train": {"split": "train", "rows": 90},
