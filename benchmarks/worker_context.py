@@ -13,6 +13,8 @@ threads) in:
   thread    a Ray actor running the training in a second thread while the driver polls the
             actor every 0.25 s: how a Train V2 worker runs a training function
   ftplat    a real one-trial ftplat sweep (``overhead.py``'s ftplat side)
+  ftplat_untracked  the same without MLflow (``tracking.enabled: false``): the one callback
+            of the trial's own that talks to a store during ``train()``
 
 and reports, for each, HF's train_runtime, the time to the 10th step, the median time of the
 steps after the 20th, and the evaluation's runtime (the first three contexts; ftplat's worker
@@ -47,7 +49,7 @@ from ftplat.ray_internals import run_init_private_cluster
 from ftplat.train.modeling import build_model
 from overhead import build_configs, build_parser, resolve_defaults, run_ftplat, write_bert_base
 
-CONTEXTS = ("process", "thread", "ftplat", "task")
+CONTEXTS = ("process", "thread", "ftplat", "ftplat_untracked", "task")
 
 
 class StepClock(TrainerCallback):
@@ -123,6 +125,8 @@ def run_context(name: str, job, space, data, gpus: float) -> dict:
             time.sleep(0.25)
         ray.kill(runner)
     else:
+        if name == "ftplat_untracked":
+            job = job.model_copy(update={"tracking": job.tracking.model_copy(update={"enabled": False})})
         ours = run_ftplat(job, space)
         result = {k: ours[k] for k in ("train_runtime_s", "train_samples_per_s")}
     return {"context": name, **result, "wall_s": round(time.perf_counter() - start, 2), "load_avg_at_start": load}
