@@ -113,12 +113,12 @@ def build_configs(a: argparse.Namespace, storage: str, model: str):
     return load_sweep_configs(None, None, overrides)
 
 
-def run_plain(job, data) -> dict:
+def run_plain(job, data, callbacks=()) -> dict:
     torch.set_num_threads(int(job.resources.cpus_per_worker))
     with tempfile.TemporaryDirectory() as out:
         load = os.getloadavg()[0]
         start = time.perf_counter()
-        trainer = build_plain_trainer(job, data, out, model=build_model(job))
+        trainer = build_plain_trainer(job, data, out, model=build_model(job), callbacks=list(callbacks))
         output = trainer.train()
         wall = time.perf_counter() - start
     if torch.cuda.is_available():

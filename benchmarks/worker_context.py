@@ -39,24 +39,23 @@ from concurrent.futures import ProcessPoolExecutor
 
 import cloudpickle
 import ray
-import torch
 from transformers import TrainerCallback
 
 import _common
-from _common import build_machine_record, build_plain_trainer, summarize, write_report
+import overhead
+from _common import build_machine_record, summarize, write_report
 from ftplat.data.preparation import build_tokenized_tables
 from ftplat.ray_internals import run_init_private_cluster
-from ftplat.train.modeling import build_model
-from overhead import build_configs, build_parser, resolve_defaults, run_ftplat, write_bert_base
+from overhead import build_configs, build_parser, resolve_defaults, run_ftplat, run_plain, write_bert_base
 
 CONTEXTS = ("process", "thread", "ftplat", "ftplat_untracked", "task")
 
 
 class StepClock(TrainerCallback):
-    """Wall time at each optimizer step's end."""
+    """Wall time at each optimizer step's end, and the last evaluation's runtime."""
 
     def __init__(self):
-        self.begin, self.ends = 0.0, []
+        self.begin, self.ends, self.eval_runtime = 0.0, [], None
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.begin = time.perf_counter()
@@ -64,21 +63,19 @@ class StepClock(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         self.ends.append(time.perf_counter())
 
+    def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        self.eval_runtime = (metrics or {}).get("eval_runtime", self.eval_runtime)
+
 
 def run_clocked_train(job, data) -> dict:
-    torch.set_num_threads(int(job.resources.cpus_per_worker))
+    """``overhead.py``'s plain side, with its steps clocked."""
     clock = StepClock()
-    with tempfile.TemporaryDirectory() as out:
-        trainer = build_plain_trainer(job, data, out, model=build_model(job), callbacks=[clock])
-        output = trainer.train()
+    result = run_plain(job, data, callbacks=[clock])
     steps = [b - a for a, b in zip(clock.ends[20:], clock.ends[21:])]
-    evals = [e["eval_runtime"] for e in trainer.state.log_history if "eval_runtime" in e]
-    return {"train_runtime_s": output.metrics["train_runtime"],
-            "train_samples_per_s": output.metrics["train_samples_per_second"],
-            "first_10_steps_s": round(clock.ends[9] - clock.begin, 3) if len(clock.ends) >= 10 else None,
-            "step_ms_median": round(1000 * statistics.median(steps), 2) if steps else None,
-            "eval_runtime_s": evals[-1] if evals else None,
-            "threads": threading.active_count(), "pid": os.getpid()}
+    return {k: result[k] for k in ("train_runtime_s", "train_samples_per_s")} | {
+        "first_10_steps_s": round(clock.ends[9] - clock.begin, 3) if len(clock.ends) >= 10 else None,
+        "step_ms_median": round(1000 * statistics.median(steps), 2) if steps else None,
+        "eval_runtime_s": clock.eval_runtime, "threads": threading.active_count(), "pid": os.getpid()}
 
 
 @ray.remote
@@ -154,7 +151,8 @@ def main(argv=None) -> int:
     contexts = a.contexts.split(",")
     assert set(contexts) <= set(CONTEXTS), contexts
     began = time.perf_counter()
-    cloudpickle.register_pickle_by_value(_common)
+    for module in (_common, overhead):  # Ray's workers need not have benchmarks/ on their path
+        cloudpickle.register_pickle_by_value(module)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as storage:
         model = a.model or (write_bert_base(_common.DEFAULT_MODEL, os.path.join(storage, "bert-base-random"))
