@@ -10,6 +10,8 @@ ratio's median over the pairs with its spread, and the load average around every
 Reported per pair, then as median [min, max]:
   P1 throughput ratio = ftplat train samples/s / plain train samples/s (HF's own train metrics;
                         train_runtime covers the whole train() call, evaluation and saves included)
+  steady pace ratio   = plain's mean step time after the 20th step / ftplat's (both clocked by
+                        ftplat's step clock): P1 without the first steps' start-up
   P2 per-trial overhead = (trial driver wall - ftplat train_runtime) - (plain wall - plain train_runtime):
                         what one trial costs beyond training, above what plain HF spends on
                         loading the model and building the Trainer; with ftplat's own timeline
@@ -42,6 +44,7 @@ from ftplat.config.loading import load_sweep_configs
 from ftplat.data.preparation import build_tokenized_tables
 from ftplat.ray_internals import run_init_private_cluster
 from ftplat.train.modeling import build_model
+from ftplat.train.step_time import StepTimeCallback
 from ftplat.tune.sweep import run_sweep
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -115,17 +118,19 @@ def build_configs(a: argparse.Namespace, storage: str, model: str):
 
 def run_plain(job, data, callbacks=()) -> dict:
     torch.set_num_threads(int(job.resources.cpus_per_worker))
+    # The step clock ftplat's worker runs, so that both sides' paces compare.
+    clock = StepTimeCallback()
     with tempfile.TemporaryDirectory() as out:
         load = os.getloadavg()[0]
         start = time.perf_counter()
-        trainer = build_plain_trainer(job, data, out, model=build_model(job), callbacks=list(callbacks))
+        trainer = build_plain_trainer(job, data, out, model=build_model(job), callbacks=[clock, *callbacks])
         output = trainer.train()
         wall = time.perf_counter() - start
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return {"wall_s": wall, "train_runtime_s": output.metrics["train_runtime"],
             "train_samples_per_s": output.metrics["train_samples_per_second"],
-            "load_avg_at_start": round(load, 2)}
+            "step_time": clock.to_dict(), "load_avg_at_start": round(load, 2)}
 
 
 def run_plain_fresh(job, data) -> dict:
@@ -149,14 +154,23 @@ def run_ftplat(job, space) -> dict:
             "train_runtime_s": result["train_runtime"],
             "train_samples_per_s": result["train_samples_per_second"],
             "timeline_s": result.get("timeline_s"), "report_s": result.get("report_s"),
+            "step_time": result.get("step_time"),
             "model_bytes": model_bytes, "trial_storage_bytes": stored,
             "storage_vs_model": round(stored / model_bytes, 3) if stored and model_bytes else None,
             "winner_score": summary.winner.score, "load_avg_at_start": round(load, 2)}
 
 
+def build_steady_ratio(plain: dict, ours: dict) -> float | None:
+    """Plain's mean step time after the 20th over ftplat's (``train/step_time.py``): P1 without
+    the first steps' start-up (>= 1: ftplat's steps as fast)."""
+    a, b = ((side.get("step_time") or {}).get("step_ms_mean") for side in (plain, ours))
+    return round(a / b, 4) if a and b else None
+
+
 def build_pair(plain: dict, ours: dict) -> dict:
     return {
         "throughput_ratio": round(ours["train_samples_per_s"] / plain["train_samples_per_s"], 4),
+        "steady_step_ratio": build_steady_ratio(plain, ours),
         "per_trial_overhead_s": round((ours["trial_driver_wall_s"] - ours["train_runtime_s"])
                                       - (plain["wall_s"] - plain["train_runtime_s"]), 2),
         "sweep_fixed_overhead_s": round(ours["wall_s"] - ours["trial_driver_wall_s"], 2),
@@ -169,8 +183,8 @@ def build_pair(plain: dict, ours: dict) -> dict:
 
 def aggregate(pairs: list[dict]) -> dict:
     out = {key: summarize([p[key] for p in pairs])
-           for key in ("throughput_ratio", "per_trial_overhead_s", "sweep_fixed_overhead_s", "storage_vs_model",
-                       "report_s")}
+           for key in ("throughput_ratio", "steady_step_ratio", "per_trial_overhead_s", "sweep_fixed_overhead_s",
+                       "storage_vs_model", "report_s")}
     parts = sorted({k for p in pairs for k in (p["ftplat"].get("timeline_s") or {})})
     out["timeline_s"] = {k: summarize([(p["ftplat"].get("timeline_s") or {}).get(k) for p in pairs]) for k in parts}
     loads = [p[side]["load_avg_at_start"] for p in pairs for side in ("plain", "ftplat")]
@@ -184,6 +198,7 @@ def format_report(agg: dict) -> str:
         return "n/a" if s is None else f"{s['median']:g}{unit} [{s['min']:g}, {s['max']:g}] (n={s['n']})"
 
     lines = [f"P1 throughput ratio {fmt('throughput_ratio')} (goal >= 0.97)",
+             f"steady pace ratio (plain's mean step after the 20th / ftplat's) {fmt('steady_step_ratio')}",
              f"P2 per-trial overhead {fmt('per_trial_overhead_s', ' s')} (goal <= 5 s)",
              f"storage of a finished trial / its model {fmt('storage_vs_model', 'x')} (goal <= 1.2x)",
              f"sweep fixed overhead {fmt('sweep_fixed_overhead_s', ' s')}",

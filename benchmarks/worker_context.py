@@ -16,9 +16,9 @@ threads) in:
   ftplat_untracked  the same without MLflow (``tracking.enabled: false``): the one callback
             of the trial's own that talks to a store during ``train()``
 
-and reports, for each, HF's train_runtime, the time to the 10th step, the median time of the
-steps after the 20th, and the evaluation's runtime (the first three contexts; ftplat's worker
-has no step clock). Rounds go, in ``--contexts``' order, until ``--deadline-s`` leaves no room
+and reports, for each, HF's train_runtime, the time to the 10th step, the median and mean time
+of the steps after the 20th (ftplat's step clock, which its worker runs too), and the
+evaluation's runtime (the first three contexts). Rounds go, in ``--contexts``' order, until ``--deadline-s`` leaves no room
 for the next run (estimated by that context's longest run so far).
 
   python benchmarks/worker_context.py --deadline-s 600 --json /tmp/worker_context.json
@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import statistics
 import sys
 import tempfile
 import threading
@@ -51,30 +50,26 @@ from overhead import build_configs, build_parser, resolve_defaults, run_ftplat, 
 CONTEXTS = ("process", "thread", "ftplat", "ftplat_untracked", "task")
 
 
-class StepClock(TrainerCallback):
-    """Wall time at each optimizer step's end, and the last evaluation's runtime."""
+class EvalClock(TrainerCallback):
+    """The last evaluation's runtime (the steps are clocked by ``run_plain``'s step clock)."""
 
     def __init__(self):
-        self.begin, self.ends, self.eval_runtime = 0.0, [], None
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.begin = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        self.ends.append(time.perf_counter())
+        self.eval_runtime = None
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         self.eval_runtime = (metrics or {}).get("eval_runtime", self.eval_runtime)
 
 
+def build_step_fields(result: dict) -> dict:
+    step_time = result.get("step_time") or {}
+    return {k: step_time.get(k) for k in ("first_10_steps_s", "step_ms_median", "step_ms_mean")}
+
+
 def run_clocked_train(job, data) -> dict:
-    """``overhead.py``'s plain side, with its steps clocked."""
-    clock = StepClock()
+    """``overhead.py``'s plain side, with its evaluation clocked too."""
+    clock = EvalClock()
     result = run_plain(job, data, callbacks=[clock])
-    steps = [b - a for a, b in zip(clock.ends[20:], clock.ends[21:])]
-    return {k: result[k] for k in ("train_runtime_s", "train_samples_per_s")} | {
-        "first_10_steps_s": round(clock.ends[9] - clock.begin, 3) if len(clock.ends) >= 10 else None,
-        "step_ms_median": round(1000 * statistics.median(steps), 2) if steps else None,
+    return {k: result[k] for k in ("train_runtime_s", "train_samples_per_s")} | build_step_fields(result) | {
         "eval_runtime_s": clock.eval_runtime, "threads": threading.active_count(), "pid": os.getpid()}
 
 
@@ -125,7 +120,7 @@ def run_context(name: str, job, space, data, gpus: float) -> dict:
         if name == "ftplat_untracked":
             job = job.model_copy(update={"tracking": job.tracking.model_copy(update={"enabled": False})})
         ours = run_ftplat(job, space)
-        result = {k: ours[k] for k in ("train_runtime_s", "train_samples_per_s")}
+        result = {k: ours[k] for k in ("train_runtime_s", "train_samples_per_s")} | build_step_fields(ours)
     return {"context": name, **result, "wall_s": round(time.perf_counter() - start, 2), "load_avg_at_start": load}
 
 
@@ -138,7 +133,8 @@ def next_run_fits(runs: list[dict], name: str, elapsed_s: float, deadline_s: flo
 
 def build_by_context(runs: list[dict], contexts: list[str]) -> dict:
     return {name: {key: summarize([r.get(key) for r in runs if r["context"] == name])
-                   for key in ("train_runtime_s", "first_10_steps_s", "step_ms_median", "eval_runtime_s")}
+                   for key in ("train_runtime_s", "first_10_steps_s", "step_ms_median", "step_ms_mean",
+                               "eval_runtime_s")}
             for name in contexts}
 
 

@@ -43,6 +43,8 @@ def test_summary_is_complete(sweep):
         assert set(trial["scores"]) == set(SCOPES)
         assert trial["scores"] == compute_scope_scores([r["eval_accuracy"] for r in trial["history"]], "max")
         assert trial["best_checkpoint"]["exists"] and trial["error"] is None
+        result = trial["train_result"]
+        assert result["step_time"]["steps"] == result["global_step"] and result["step_time"]["step_ms_mean"] > 0
     # Optuna proposed four different settings
     assert len({t["hyperparameters"]["training.learning_rate"] for t in summary["trials"]}) == 4
 

@@ -161,11 +161,13 @@ def test_overhead_pairs_give_medians_and_spread_and_the_gpu_mode_validates():
         overhead.build_parser().parse_args(["--plain-process", "warm"])
     job, _ = overhead.build_configs(a, "/tmp/s", "/tmp/m")
     assert job.training.bf16 and job.resources.use_gpu and job.data.test_split is None
-    plain = {"wall_s": 60.0, "train_runtime_s": 50.0, "train_samples_per_s": 10.0, "load_avg_at_start": 1.5}
+    plain = {"wall_s": 60.0, "train_runtime_s": 50.0, "train_samples_per_s": 10.0, "load_avg_at_start": 1.5,
+             "step_time": {"step_ms_mean": 45.0}}
 
     def ours(samples, driver_wall, stored):
         return {"wall_s": driver_wall + 12, "trial_driver_wall_s": driver_wall, "train_runtime_s": 52.0,
                 "train_samples_per_s": samples, "storage_vs_model": stored, "report_s": 0.8,
+                "step_time": {"step_ms_mean": 50.0} if stored else None,
                 "timeline_s": {"train": 52.5, "train_startup": 6.0}, "load_avg_at_start": 2.5}
 
     pairs = [overhead.build_pair(plain, ours(s, w, r)) for s, w, r in ((9.0, 70.0, 1.0), (10.0, 64.0, 1.1),
@@ -176,6 +178,8 @@ def test_overhead_pairs_give_medians_and_spread_and_the_gpu_mode_validates():
     assert agg["storage_vs_model"]["n"] == 2 and agg["timeline_s"]["train_startup"]["median"] == 6.0
     assert (agg["load_avg_min"], agg["load_avg_max"]) == (1.5, 2.5)
     assert "P1 throughput ratio 0.95 [0.9, 1] (n=3)" in overhead.format_report(agg)
+    # Steady pace: plain's 45 ms a step over ftplat's 50; a side without a step clock gives none.
+    assert agg["steady_step_ratio"] == {"median": 0.9, "min": 0.9, "max": 0.9, "n": 2}
 
 
 def test_data_scale_writes_its_data_and_summarizes(tmp_path):

@@ -196,3 +196,13 @@ def test_the_winner_lines_say_what_trained_and_what_a_checkpoint_weighs():
         "training state; peak worker memory 1.5 GiB")
     del trial["train_result"]
     assert "trained:" not in format_winner_line(SweepSummary.from_dict({**summary.to_dict(), "trials": [trial]}))
+
+
+def test_the_winner_lines_give_its_pace():
+    from ftplat.tune.summary import format_pace_lines
+
+    assert format_pace_lines(None) == [] and format_pace_lines({"steps": 5, "step_ms_median": None}) == []
+    assert format_pace_lines({"steps": 2560, "first_10_steps_s": 2.8, "step_ms_median": 45.13,
+                              "step_ms_mean": 51.2}) == [
+        "  pace: 2,560 steps, the 10th after 2.8 s, then 45.13 ms a step (median; mean 51.2 ms with evaluations "
+        "and saves)"]

@@ -27,6 +27,7 @@ from ftplat.tasks import build_task
 from ftplat.train.modeling import build_model
 from ftplat.train.progress import ProgressLineCallback, run_replace_printer
 from ftplat.train.reporting import RayScopeReportCallback
+from ftplat.train.step_time import StepTimeCallback
 from ftplat.train.scratch import build_scratch_dir, run_remove_scratch
 from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed
 
@@ -113,6 +114,8 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
     run_replace_printer(trainer, ProgressLineCallback(trial=ctx.get_experiment_name(), metric=objective["metric"]))
     if config.get("tracking") and ctx.get_world_rank() == 0:
         trainer.add_callback(MlflowTrialCallback(**config["tracking"]))
+    step_time = StepTimeCallback()
+    trainer.add_callback(step_time)
     trainer = prepare_trainer(trainer)
 
     built = time.time()
@@ -121,6 +124,7 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
     result = build_result_record(trainer, output, world_size=ctx.get_world_size())
     result["checkpoint_bytes"] = reporter.checkpoint_bytes
     result["report_s"] = round(reporter.report_seconds, 3)
+    result["step_time"] = step_time.to_dict()
     # Linux reports the peak resident set in KiB; each trial's workers are fresh processes.
     result["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if deepspeed is not None:

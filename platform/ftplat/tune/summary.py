@@ -253,7 +253,17 @@ def format_cost_lines(summary: SweepSummary) -> list[str]:
                  f"{format_bytes(sizes['total'])} with training state")
     if result.get("peak_memory_bytes"):
         line += f"; peak worker memory {format_bytes(result['peak_memory_bytes'])}"
-    return [line]
+    return [line, *format_pace_lines(result.get("step_time"))]
+
+
+def format_pace_lines(step_time: dict | None) -> list[str]:
+    """The winner's steps (``train/step_time.py``): start-up inside ``train()``, then the pace."""
+    if not step_time or step_time.get("step_ms_median") is None:
+        return []
+    first = step_time.get("first_10_steps_s")
+    return [f"  pace: {step_time['steps']:,} steps, " + (f"the 10th after {first:g} s, then " if first else "")
+            + f"{step_time['step_ms_median']:g} ms a step (median; mean {step_time['step_ms_mean']:g} ms "
+              "with evaluations and saves)"]
 
 
 def format_selection_lines(summary: SweepSummary) -> list[str]:
