@@ -62,7 +62,7 @@ class EvalClock(TrainerCallback):
 
 def build_step_fields(result: dict) -> dict:
     step_time = result.get("step_time") or {}
-    return {k: step_time.get(k) for k in ("first_10_steps_s", "step_ms_median", "step_ms_mean")}
+    return {k: step_time.get(k) for k in ("first_step_s", "first_10_steps_s", "step_ms_median", "step_ms_mean")}
 
 
 def run_clocked_train(job, data) -> dict:
@@ -133,7 +133,7 @@ def next_run_fits(runs: list[dict], name: str, elapsed_s: float, deadline_s: flo
 
 def build_by_context(runs: list[dict], contexts: list[str]) -> dict:
     return {name: {key: summarize([r.get(key) for r in runs if r["context"] == name])
-                   for key in ("train_runtime_s", "first_10_steps_s", "step_ms_median", "step_ms_mean",
+                   for key in ("train_runtime_s", "first_step_s", "first_10_steps_s", "step_ms_median", "step_ms_mean",
                                "eval_runtime_s")}
             for name in contexts}
 

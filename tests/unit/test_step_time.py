@@ -22,6 +22,7 @@ def test_pace_leaves_out_the_first_steps_and_one_slow_evaluation():
         ends.append(t)
     record = build_step_time(0.0, ends)
     assert record["steps"] == 60 and record["first_10_steps_s"] == pytest.approx(10.0)
+    assert record["first_step_s"] == pytest.approx(1.0)
     assert record["step_ms_median"] == pytest.approx(100.0)
     # The mean over the span keeps the evaluation: (39 * 0.1 + 5.1) / 39 s.
     assert record["step_ms_mean"] == pytest.approx(1000 * (39 * 0.1 + 5.0) / 39, rel=1e-3)
@@ -30,7 +31,7 @@ def test_pace_leaves_out_the_first_steps_and_one_slow_evaluation():
 def test_short_runs_say_what_they_cannot_measure():
     assert build_step_time(0.0, []) is None
     few = build_step_time(0.0, [0.5 * i for i in range(1, 6)])
-    assert few == {"steps": 5, "first_10_steps_s": None, "step_ms_median": None, "step_ms_mean": None}
+    assert few == {"steps": 5, "first_step_s": 0.5, "first_10_steps_s": None, "step_ms_median": None, "step_ms_mean": None}
 
 
 def test_a_real_trainer_is_clocked_once_per_optimizer_step(tmp_path):

@@ -22,13 +22,15 @@ WARM_STEPS = 20
 
 
 def build_step_time(begin: float, ends: Sequence[float]) -> dict | None:
-    """``steps`` (this run's), ``first_10_steps_s`` (from train begin to the 10th step's end),
-    ``step_ms_median`` and ``step_ms_mean`` (steps after the 20th); None before any step."""
+    """``steps`` (this run's), ``first_step_s`` and ``first_10_steps_s`` (from train begin to
+    the 1st and the 10th step's end), ``step_ms_median`` and ``step_ms_mean`` (steps after the
+    20th); None before any step."""
     if not ends:
         return None
     steady = [b - a for a, b in zip(ends[WARM_STEPS:], ends[WARM_STEPS + 1:])]
     return {
         "steps": len(ends),
+        "first_step_s": round(ends[0] - begin, 3),
         "first_10_steps_s": round(ends[9] - begin, 3) if len(ends) >= 10 else None,
         "step_ms_median": round(1000 * statistics.median(steady), 2) if steady else None,
         "step_ms_mean": round(1000 * (ends[-1] - ends[WARM_STEPS]) / len(steady), 2) if steady else None,
