@@ -15,3 +15,4 @@ python3 benchmarks/worker_context.py --use-gpu --model /tmp/bert-base-random --d
   --contexts ${CTX:-process,ftplat_untracked} --json $OUT/first_steps_gpu.json 2>&1 \
   | grep -v -E "it/s\]|s/it\]" | tee $OUT/first_steps_gpu.log
 date -u; uptime
+kill $(jobs -p) 2>/dev/null || true
