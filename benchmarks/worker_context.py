@@ -41,6 +41,7 @@ import ray
 from transformers import TrainerCallback
 
 import _common
+import first_steps_probe
 import overhead
 from _common import build_machine_record, summarize, write_report
 from ftplat.data.preparation import build_tokenized_tables
@@ -65,8 +66,10 @@ def build_step_fields(result: dict) -> dict:
     return {k: step_time.get(k) for k in ("first_step_s", "first_10_steps_s", "step_ms_median", "step_ms_mean")}
 
 
-def run_clocked_train(job, data) -> dict:
+def run_clocked_train(job, data, probe: bool = False) -> dict:
     """``overhead.py``'s plain side, with its evaluation clocked too."""
+    if probe:
+        first_steps_probe.install()
     clock = EvalClock()
     result = run_plain(job, data, callbacks=[clock])
     return {k: result[k] for k in ("train_runtime_s", "train_samples_per_s")} | build_step_fields(result) | {
@@ -74,8 +77,8 @@ def run_clocked_train(job, data) -> dict:
 
 
 @ray.remote
-def run_in_task(job, data) -> dict:
-    return run_clocked_train(job, data)
+def run_in_task(job, data, probe: bool) -> dict:
+    return run_clocked_train(job, data, probe)
 
 
 @ray.remote(max_concurrency=2)
@@ -85,10 +88,10 @@ class ThreadRunner:
     def __init__(self):
         self.result, self.error, self.thread = None, None, None
 
-    def start(self, job, data) -> None:
+    def start(self, job, data, probe: bool) -> None:
         def target():
             try:
-                self.result = run_clocked_train(job, data)
+                self.result = run_clocked_train(job, data, probe)
             except BaseException as exc:  # handed to the driver by poll()
                 self.error = exc
 
@@ -101,18 +104,20 @@ class ThreadRunner:
         return None if self.thread.is_alive() else self.result
 
 
-def run_context(name: str, job, space, data, gpus: float) -> dict:
+def run_context(name: str, job, space, data, gpus: float, probe_dir: str | None = None) -> dict:
     cpus = float(job.resources.cpus_per_worker)
+    probe = probe_dir is not None
+    before = set(os.listdir(probe_dir)) if probe else set()
     load = round(os.getloadavg()[0], 2)
     start = time.perf_counter()
     if name == "process":
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            result = pool.submit(run_clocked_train, job, data).result()
+            result = pool.submit(run_clocked_train, job, data, probe).result()
     elif name == "task":
-        result = ray.get(run_in_task.options(num_cpus=cpus, num_gpus=gpus).remote(job, data))
+        result = ray.get(run_in_task.options(num_cpus=cpus, num_gpus=gpus).remote(job, data, probe))
     elif name == "thread":
         runner = ThreadRunner.options(num_cpus=cpus, num_gpus=gpus).remote()
-        ray.get(runner.start.remote(job, data))
+        ray.get(runner.start.remote(job, data, probe))
         while (result := ray.get(runner.poll.remote())) is None:
             time.sleep(0.25)
         ray.kill(runner)
@@ -121,7 +126,11 @@ def run_context(name: str, job, space, data, gpus: float) -> dict:
             job = job.model_copy(update={"tracking": job.tracking.model_copy(update={"enabled": False})})
         ours = run_ftplat(job, space)
         result = {k: ours[k] for k in ("train_runtime_s", "train_samples_per_s")} | build_step_fields(ours)
-    return {"context": name, **result, "wall_s": round(time.perf_counter() - start, 2), "load_avg_at_start": load}
+    record = {"context": name, **result, "wall_s": round(time.perf_counter() - start, 2), "load_avg_at_start": load}
+    if probe:
+        record["probe"] = [json.load(open(os.path.join(probe_dir, f)))
+                           for f in sorted(set(os.listdir(probe_dir)) - before)]
+    return record
 
 
 def next_run_fits(runs: list[dict], name: str, elapsed_s: float, deadline_s: float) -> bool:
@@ -143,20 +152,33 @@ def main(argv=None) -> int:
     parser.add_argument("--deadline-s", type=float, default=900.0,
                         help="start no run that would, at the longest run so far, end after this")
     parser.add_argument("--contexts", default=",".join(CONTEXTS))
+    parser.add_argument("--probe-first-steps", action="store_true",
+                        help="sample the training thread's stack over the first 10 steps (first_steps_probe.py)")
     a = resolve_defaults(parser.parse_args(argv))
     contexts = a.contexts.split(",")
     assert set(contexts) <= set(CONTEXTS), contexts
     began = time.perf_counter()
-    for module in (_common, overhead):  # Ray's workers need not have benchmarks/ on their path
+    for module in (_common, overhead, first_steps_probe):  # Ray's workers need no benchmarks/ on their path
         cloudpickle.register_pickle_by_value(module)
     runs: list[dict] = []
     with tempfile.TemporaryDirectory() as storage:
+        probe_dir, init_kwargs = None, {}
+        if a.probe_first_steps:
+            # Every process of the cluster (a trial's Ray Train worker too) probes its Trainers;
+            # the spawned plain process inherits the folder from this one's environment.
+            probe_dir = os.environ[first_steps_probe.PROBE_DIR_ENV] = os.path.join(storage, "probes")
+            os.makedirs(probe_dir)
+            path = os.pathsep.join(filter(None, [os.path.dirname(os.path.abspath(__file__)),
+                                                 os.environ.get("PYTHONPATH")]))
+            init_kwargs["runtime_env"] = {"worker_process_setup_hook": "first_steps_probe.install",
+                                          "env_vars": {first_steps_probe.PROBE_DIR_ENV: probe_dir,
+                                                       "PYTHONPATH": path}}
         model = a.model or (write_bert_base(_common.DEFAULT_MODEL, os.path.join(storage, "bert-base-random"))
                             if a.use_gpu else _common.DEFAULT_MODEL)
         job, space = build_configs(a, storage, model)
         data = build_tokenized_tables(job)
         run_init_private_cluster(num_cpus=a.threads + 1, num_gpus=1 if a.use_gpu else 0,
-                                 include_dashboard=False, logging_level="ERROR")
+                                 include_dashboard=False, logging_level="ERROR", **init_kwargs)
         try:
             i = 0
             while True:
@@ -164,7 +186,7 @@ def main(argv=None) -> int:
                 if not next_run_fits(runs, name, time.perf_counter() - began, a.deadline_s):
                     break
                 job = job.model_copy(update={"storage": job.storage.model_copy(update={"sweep_name": f"ctx-{i}"})})
-                runs.append(run_context(name, job, space, data, 1.0 if a.use_gpu else 0.0))
+                runs.append(run_context(name, job, space, data, 1.0 if a.use_gpu else 0.0, probe_dir))
                 print("run", json.dumps(runs[-1]), flush=True)
                 i += 1
         finally:

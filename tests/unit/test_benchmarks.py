@@ -300,3 +300,15 @@ def test_worker_context_deadline_and_per_context_medians():
     assert stats["thread"]["step_ms_median"]["n"] == 1 and stats["ftplat"]["train_runtime_s"] is None
     a = wc.build_parser().parse_args(["--use-gpu"])
     assert wc.resolve_defaults(a).max_length == 160 and wc.CONTEXTS[0] == "process"
+
+
+def test_first_steps_probe_charges_each_interval_to_the_later_stack():
+    probe = _load("first_steps_probe")
+    samples = [(1.1, "a"), (1.2, "b"), (2.2, "b"), (2.3, "a"), (2.4, "c")]
+    record = probe.build_probe_record(1.0, samples, step_ends=[2.25, 2.45])
+    assert record["step_ends_s"] == [1.25, 1.45] and record["samples"] == 5
+    assert record["longest_gap_s"] == 1.0
+    # The first step ends at 2.25: a 0.1 s, b 0.1 + 1.0 s; c comes after it.
+    assert record["first_step_stacks_s"] == [["b", 1.1], ["a", 0.1]]
+    assert record["top_stacks_s"] == [["b", 1.1], ["a", 0.2], ["c", 0.1]]
+    assert probe.build_probe_record(1.0, [], [])["top_stacks_s"] == []

@@ -1,0 +1,103 @@
+"""Where a training run's first steps spend their time: a Python stack sampler (issue #18, GPU P1).
+
+On the H200 a trial's first optimizer step took 2.4-2.7 s where the same plain training in a
+new process took 0.6-0.8 s, while the steps after the 20th went at the same pace
+(BENCHMARKS.md, "the first step"). This samples the training thread's Python stack every few
+milliseconds from ``on_train_begin`` to the end of the ``--probe-steps``-th step, and charges
+each interval between two samples to the innermost frames of the later one (a C call that holds
+the GIL shows as one long interval, charged to the Python frames that made the call).
+
+``worker_context.py --probe-first-steps`` uses it in every context: the plain ones add
+``StackSampler`` to their Trainer; in a trial's Ray worker, ``install`` (Ray's
+``worker_process_setup_hook``) makes every Trainer the worker builds add one, and the sampler
+writes its record into ``$FTPLAT_PROBE_DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections import defaultdict
+
+from transformers import Trainer, TrainerCallback
+
+PROBE_DIR_ENV = "FTPLAT_PROBE_DIR"
+
+
+def build_frame_key(frame, depth: int = 4) -> str:
+    """The innermost ``depth`` frames, innermost first: ``file.py:function < caller ...``."""
+    parts = []
+    while frame is not None and len(parts) < depth:
+        parts.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
+        frame = frame.f_back
+    return " < ".join(parts)
+
+
+def build_charges(begin: float, samples: list[tuple[float, str]], top: int) -> list[list]:
+    """Seconds charged to each stack (each interval to the later sample's), the largest first."""
+    charged: dict[str, float] = defaultdict(float)
+    previous = begin
+    for t, key in samples:
+        charged[key] += t - previous
+        previous = t
+    return [[key, round(s, 3)] for key, s in sorted(charged.items(), key=lambda kv: -kv[1])[:top]]
+
+
+def build_probe_record(begin: float, samples: list[tuple[float, str]], step_ends: list[float],
+                       top: int = 12) -> dict:
+    """The step ends (from ``begin``), and the stacks the time went to in the first step and in
+    all the probed ones."""
+    first_end = step_ends[0] if step_ends else float("inf")
+    return {"step_ends_s": [round(t - begin, 3) for t in step_ends],
+            "samples": len(samples),
+            "longest_gap_s": round(max((b[0] - a[0] for a, b in zip(samples, samples[1:])), default=0.0), 3),
+            "first_step_stacks_s": build_charges(begin, [s for s in samples if s[0] <= first_end], top),
+            "top_stacks_s": build_charges(begin, samples, top)}
+
+
+class StackSampler(TrainerCallback):
+    def __init__(self, steps: int = 10, interval_s: float = 0.005):
+        self.steps, self.interval_s = steps, interval_s
+        self.record: dict | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.target, self.begin = threading.get_ident(), time.perf_counter()
+        self.samples: list[tuple[float, str]] = []
+        self.step_ends: list[float] = []
+        self.done = threading.Event()
+        threading.Thread(target=self._sample, name="first-steps-probe", daemon=True).start()
+
+    def _sample(self):
+        while not self.done.wait(self.interval_s):
+            frame = sys._current_frames().get(self.target)
+            if frame is not None:
+                self.samples.append((time.perf_counter(), build_frame_key(frame)))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.done.is_set():
+            return
+        self.step_ends.append(time.perf_counter())
+        if len(self.step_ends) >= self.steps:
+            self.done.set()
+            self.record = build_probe_record(self.begin, self.samples, self.step_ends)
+            folder = os.environ.get(PROBE_DIR_ENV)
+            if folder:
+                with open(os.path.join(folder, f"probe-{os.getpid()}.json"), "w") as f:
+                    json.dump(self.record, f)
+
+
+def install() -> None:
+    """Ray's ``worker_process_setup_hook``: every Trainer built in this process samples its first steps."""
+    original = Trainer.__init__
+    if getattr(original, "first_steps_probe", False):
+        return
+
+    def init_with_probe(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.add_callback(StackSampler())
+
+    init_with_probe.first_steps_probe = True
+    Trainer.__init__ = init_with_probe
