@@ -67,14 +67,20 @@ class StackSampler(TrainerCallback):
         self.target, self.begin = threading.get_ident(), time.perf_counter()
         self.samples: list[tuple[float, str]] = []
         self.step_ends: list[float] = []
+        self.others: list[tuple[float, str]] = []
         self.done = threading.Event()
         threading.Thread(target=self._sample, name="first-steps-probe", daemon=True).start()
 
     def _sample(self):
+        me = threading.get_ident()
         while not self.done.wait(self.interval_s):
-            frame = sys._current_frames().get(self.target)
-            if frame is not None:
-                self.samples.append((time.perf_counter(), build_frame_key(frame)))
+            frames = sys._current_frames()
+            now = time.perf_counter()
+            if self.target in frames:
+                self.samples.append((now, build_frame_key(frames[self.target])))
+            # What the process's other threads are doing meanwhile (they share the GIL).
+            others = sorted(build_frame_key(f, depth=2) for t, f in frames.items() if t not in (me, self.target))
+            self.others.append((now, " | ".join(others)))
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.done.is_set():
@@ -83,6 +89,9 @@ class StackSampler(TrainerCallback):
         if len(self.step_ends) >= self.steps:
             self.done.set()
             self.record = build_probe_record(self.begin, self.samples, self.step_ends)
+            first_end = self.step_ends[0]
+            self.record["other_threads_first_step_s"] = build_charges(
+                self.begin, [o for o in self.others if o[0] <= first_end], 6)
             folder = os.environ.get(PROBE_DIR_ENV)
             if folder:
                 with open(os.path.join(folder, f"probe-{os.getpid()}.json"), "w") as f:
