@@ -58,6 +58,29 @@ def build_probe_record(begin: float, samples: list[tuple[float, str]], step_ends
             "top_stacks_s": build_charges(begin, samples, top)}
 
 
+def read_process_cpu() -> dict[int, tuple[float, str]]:
+    """CPU seconds (user + system) so far of every process on this Linux host, with its name."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                name = f.read().replace(b"\0", b" ").decode(errors="replace")[:80].strip()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out[int(pid)] = ((int(fields[11]) + int(fields[12])) / tick, name or stat.split("(", 1)[1].split(")")[0])
+    return out
+
+
+def build_cpu_delta(before: dict, after: dict, top: int = 6) -> list[list]:
+    """The processes that used the most CPU between two ``read_process_cpu`` readings."""
+    used = [(after[p][0] - before.get(p, (0.0, ""))[0], p, after[p][1]) for p in after]
+    return [[f"{pid} {name}", round(sec, 2)] for sec, pid, name in sorted(used, reverse=True)[:top] if sec > 0]
+
+
 class StackSampler(TrainerCallback):
     def __init__(self, steps: int = 10, interval_s: float = 0.005):
         self.steps, self.interval_s = steps, interval_s
@@ -65,6 +88,7 @@ class StackSampler(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.target, self.begin = threading.get_ident(), time.perf_counter()
+        self.cpu_at_begin = read_process_cpu()
         self.samples: list[tuple[float, str]] = []
         self.step_ends: list[float] = []
         self.others: list[tuple[float, str]] = []
@@ -86,12 +110,17 @@ class StackSampler(TrainerCallback):
         if self.done.is_set():
             return
         self.step_ends.append(time.perf_counter())
+        if len(self.step_ends) == 1:
+            # Which processes on the host shared the CPUs while the first step ran.
+            self.cpu_first_step = build_cpu_delta(self.cpu_at_begin, read_process_cpu())
         if len(self.step_ends) >= self.steps:
             self.done.set()
             self.record = build_probe_record(self.begin, self.samples, self.step_ends)
             first_end = self.step_ends[0]
             self.record["other_threads_first_step_s"] = build_charges(
                 self.begin, [o for o in self.others if o[0] <= first_end], 6)
+            self.record["cpu_s_by_process_first_step"] = self.cpu_first_step
+            self.record["pid"] = os.getpid()
             folder = os.environ.get(PROBE_DIR_ENV)
             if folder:
                 with open(os.path.join(folder, f"probe-{os.getpid()}.json"), "w") as f:
