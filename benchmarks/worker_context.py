@@ -16,10 +16,13 @@ threads) in:
   ftplat_untracked  the same without MLflow (``tracking.enabled: false``): the one callback
             of the trial's own that talks to a store during ``train()``
 
-and reports, for each, HF's train_runtime, the time to the 10th step, the median and mean time
-of the steps after the 20th (ftplat's step clock, which its worker runs too), and the
-evaluation's runtime (the first three contexts). Rounds go, in ``--contexts``' order, until ``--deadline-s`` leaves no room
-for the next run (estimated by that context's longest run so far).
+and reports, for each, HF's train_runtime, the time to the first and the 10th step, the median
+and mean time of the steps after the 20th (ftplat's step clock, which its worker runs too), and
+the evaluation's runtime (the first three contexts). Rounds go, in ``--contexts``' order, until
+``--deadline-s`` leaves no room for the next run (estimated by that context's longest run so
+far). ``--probe-first-steps`` adds where each run's first steps spent their time
+(``first_steps_probe.py``); its hook imports transformers in every Ray worker process, so the
+trials' start-up is slower under it.
 
   python benchmarks/worker_context.py --deadline-s 600 --json /tmp/worker_context.json
   python benchmarks/worker_context.py --use-gpu --model /tmp/bert-base-random --deadline-s 150
@@ -128,9 +131,13 @@ def run_context(name: str, job, space, data, gpus: float, probe_dir: str | None 
         result = {k: ours[k] for k in ("train_runtime_s", "train_samples_per_s")} | build_step_fields(ours)
     record = {"context": name, **result, "wall_s": round(time.perf_counter() - start, 2), "load_avg_at_start": load}
     if probe:
-        record["probe"] = [json.load(open(os.path.join(probe_dir, f)))
-                           for f in sorted(set(os.listdir(probe_dir)) - before)]
+        record["probe"] = [read_json(os.path.join(probe_dir, f)) for f in sorted(set(os.listdir(probe_dir)) - before)]
     return record
+
+
+def read_json(path: str):
+    with open(path) as f:
+        return json.load(f)
 
 
 def next_run_fits(runs: list[dict], name: str, elapsed_s: float, deadline_s: float) -> bool:
