@@ -27,12 +27,26 @@ from transformers import Trainer, TrainerCallback
 PROBE_DIR_ENV = "FTPLAT_PROBE_DIR"
 
 
+def format_frame(frame) -> str:
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}"
+
+
 def build_frame_key(frame, depth: int = 4) -> str:
-    """The innermost ``depth`` frames, innermost first: ``file.py:function < caller ...``."""
-    parts = []
-    while frame is not None and len(parts) < depth:
-        parts.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
-        frame = frame.f_back
+    """The innermost ``depth`` frames, innermost first: ``file.py:function < caller ...``; or,
+    inside an import, ``import <module> < caller`` for the outermost import under way (a lazy
+    import's time would otherwise spread over the frames of every module it runs)."""
+    parts, importing, f = [], None, frame
+    while f is not None:
+        if len(parts) < depth:
+            parts.append(format_frame(f))
+        if f.f_code.co_name == "_find_and_load":
+            importing = f
+        f = f.f_back
+    if importing is not None:
+        caller = importing.f_back
+        while caller is not None and caller.f_code.co_filename.startswith("<frozen"):
+            caller = caller.f_back
+        return f"import {importing.f_locals.get('name')} < {format_frame(caller) if caller else '?'}"
     return " < ".join(parts)
 
 
@@ -89,6 +103,7 @@ class StackSampler(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         self.target, self.begin = threading.get_ident(), time.perf_counter()
         self.cpu_at_begin = read_process_cpu()
+        self.modules_at_begin = set(sys.modules)
         self.samples: list[tuple[float, str]] = []
         self.step_ends: list[float] = []
         self.others: list[tuple[float, str]] = []
@@ -113,6 +128,7 @@ class StackSampler(TrainerCallback):
         if len(self.step_ends) == 1:
             # Which processes on the host shared the CPUs while the first step ran.
             self.cpu_first_step = build_cpu_delta(self.cpu_at_begin, read_process_cpu())
+            self.imported_first_step = sorted(set(sys.modules) - self.modules_at_begin)
         if len(self.step_ends) >= self.steps:
             self.done.set()
             self.record = build_probe_record(self.begin, self.samples, self.step_ends)
@@ -120,6 +136,7 @@ class StackSampler(TrainerCallback):
             self.record["other_threads_first_step_s"] = build_charges(
                 self.begin, [o for o in self.others if o[0] <= first_end], 6)
             self.record["cpu_s_by_process_first_step"] = self.cpu_first_step
+            self.record["modules_imported_first_step"] = self.imported_first_step
             self.record["pid"] = os.getpid()
             folder = os.environ.get(PROBE_DIR_ENV)
             if folder:

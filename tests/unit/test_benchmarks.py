@@ -312,3 +312,31 @@ def test_first_steps_probe_charges_each_interval_to_the_later_stack():
     assert record["first_step_stacks_s"] == [["b", 1.1], ["a", 0.1]]
     assert record["top_stacks_s"] == [["b", 1.1], ["a", 0.2], ["c", 0.1]]
     assert probe.build_probe_record(1.0, [], [])["top_stacks_s"] == []
+
+
+def test_first_steps_probe_names_a_lazy_import_by_its_module(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    probe = _load("first_steps_probe")
+    (tmp_path / "slow_module_for_probe.py").write_text("import time\ntime.sleep(0.2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    target, keys = threading.get_ident(), []
+
+    def sample():
+        for _ in range(15):
+            frame = sys._current_frames().get(target)
+            if frame is not None:
+                keys.append(probe.build_frame_key(frame))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+
+    def first_step():
+        import slow_module_for_probe  # noqa: F401
+
+    first_step()
+    sampler.join()
+    assert "import slow_module_for_probe < test_benchmarks.py:first_step" in keys
+    monkeypatch.delitem(sys.modules, "slow_module_for_probe")
