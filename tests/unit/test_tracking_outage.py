@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 from types import SimpleNamespace
 
@@ -87,6 +88,7 @@ def test_rank0_logging_survives_a_dead_server_and_warns_once(dead_server, monkey
         callback.on_train_begin(args, state, None)
         for step in range(3):
             callback.on_log(args, state, None, logs={"loss": 0.5 - step / 10})
+        callback.on_train_end(args, state, None)  # the calls go in the background; the end waits for them
     warnings = [r for r in caplog.records if "MLflow tracking failed" in r.getMessage()]
     assert len(warnings) == 1 and "r1" in warnings[0].getMessage()
     assert len(attempts) == 1, "after a failure (MLflow's retries spent) no more calls are made"
@@ -95,6 +97,52 @@ def test_rank0_logging_survives_a_dead_server_and_warns_once(dead_server, monkey
     trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[object(), callback]))
     lost = read_tracking_errors(trainer)
     assert lost["count"] == 4 and "127.0.0.1" in lost["first_error"]
+
+
+def test_rank0_logging_never_waits_for_the_store_and_keeps_the_order():
+    """A slow store: each call takes 0.2 s, the training loop's callbacks return at once, the
+    calls are made in order, and training's end waits for them."""
+    callback = MlflowTrialCallback(tracking_uri="sqlite:///:memory:", run_id="r1")
+    made = []
+
+    def slow_log_batch(run_id, metrics=(), params=()):
+        time.sleep(0.2)
+        made.append([m.key for m in metrics] or [p.key for p in params])
+
+    callback.client = SimpleNamespace(log_batch=slow_log_batch)
+    args = SimpleNamespace(to_dict=lambda: {"learning_rate": 1e-3})
+    state = SimpleNamespace(is_world_process_zero=True, global_step=5)
+    started = time.monotonic()
+    callback.on_train_begin(args, state, None)
+    for step in range(3):
+        callback.on_log(args, state, None, logs={f"m{step}": 0.5})
+    assert time.monotonic() - started < 0.6 and len(made) < 4  # made one by one, 0.8 s in all
+    callback.on_train_end(args, state, None)
+    assert made == [["hf.learning_rate"], ["m0"], ["m1"], ["m2"]]
+    from ftplat.tracking.callback import read_tracking_errors
+
+    trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[callback]))
+    assert read_tracking_errors(trainer) == {"count": 0, "first_error": None}
+
+
+def test_training_end_waits_a_bounded_time_and_counts_what_was_not_sent(caplog):
+    callback = MlflowTrialCallback(tracking_uri="sqlite:///:memory:", run_id="r1", flush_timeout_s=0.3)
+    release = threading.Event()
+    callback.client = SimpleNamespace(log_batch=lambda *a, **k: release.wait(10))
+    args, state = SimpleNamespace(), SimpleNamespace(is_world_process_zero=True, global_step=5)
+    for step in range(3):
+        callback.on_log(args, state, None, logs={"loss": 0.5})
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        callback.on_train_end(args, state, None)
+    assert 0.3 <= time.monotonic() - started < 5
+    assert any("3 MLflow call(s)" in r.getMessage() for r in caplog.records)
+    callback.on_log(args, state, None, logs={"loss": 0.4})  # after giving up: counted, not queued
+    release.set()
+    from ftplat.tracking.callback import read_tracking_errors
+
+    lost = read_tracking_errors(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[callback])))
+    assert lost["count"] == 4 and "still queued 0.3 s" in lost["first_error"]
 
 
 def test_a_lone_failed_trial_is_no_winner(tmp_path):

@@ -6,13 +6,23 @@ whatever Tune decides) and reads its settings from process-wide environment vari
 callback only logs into the run the trial driver created. A tracking server that fails never
 stops training: the calls go through a ``TrackingGuard``, and the worker returns what was lost
 in its result record (``read_tracking_errors``).
+
+The calls run in one background thread, in order, so that the training loop never waits for
+the tracking store: a server's round trips, the store's first use in a new process, and a dead
+server's retries (minutes with MLflow's defaults) all happen beside the steps. Training's end
+waits for what is still queued, at most ``FLUSH_TIMEOUT_S``; what has not been sent by then
+counts as lost.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import queue
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from transformers import TrainerCallback
@@ -24,14 +34,70 @@ from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.params import build_default_training_args, build_hf_params
 from ftplat.tracking.runs import build_client, log_params
 
+logger = logging.getLogger(__name__)
+
+
+#: How long training's end waits for queued MLflow calls.
+FLUSH_TIMEOUT_S = 60.0
+
+
+class TrackingSender:
+    """One daemon thread that makes a guard's calls in the order they were queued."""
+
+    def __init__(self, guard: TrackingGuard):
+        self.guard = guard
+        self.calls: queue.SimpleQueue = queue.SimpleQueue()
+        self.pending = 0  # queued and not yet made
+        self.lock = threading.Condition()
+        self.thread: threading.Thread | None = None
+        #: What was lost, fixed when a flush gave up waiting (later outcomes come too late
+        #: for the trial's result record).
+        self.given_up: dict[str, Any] | None = None
+
+    def send(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        with self.lock:
+            if self.given_up is not None:
+                self.given_up["count"] += 1
+                return
+            self.pending += 1
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="mlflow-sender", daemon=True)
+                self.thread.start()
+        self.calls.put((fn, args, kwargs))
+
+    def _run(self) -> None:
+        while True:
+            fn, args, kwargs = self.calls.get()
+            if self.given_up is None:
+                self.guard.call(fn, *args, **kwargs)
+            with self.lock:
+                self.pending -= 1
+                self.lock.notify_all()
+
+    def flush(self, timeout_s: float = FLUSH_TIMEOUT_S) -> dict[str, Any]:
+        """Wait until every queued call was made, at most ``timeout_s``; then what was lost
+        (``TrackingGuard.to_dict``), the calls still queued counted in."""
+        with self.lock:
+            if self.given_up is None and not self.lock.wait_for(lambda: self.pending == 0, timeout=timeout_s):
+                lost = self.guard.to_dict()
+                self.given_up = {"count": lost["count"] + self.pending,
+                                 "first_error": lost["first_error"]
+                                 or f"MLflow calls still queued {timeout_s:g} s after training ended"}
+                logger.warning("%d MLflow call(s) %s still queued %g s after training ended; the trial goes on "
+                               "without them", self.pending, self.guard.where, timeout_s)
+            return dict(self.given_up) if self.given_up is not None else self.guard.to_dict()
+
 
 class MlflowTrialCallback(TrainerCallback):
-    def __init__(self, *, tracking_uri: str, run_id: str, searched: list[str] | tuple[str, ...] = ()):
+    def __init__(self, *, tracking_uri: str, run_id: str, searched: list[str] | tuple[str, ...] = (),
+                 flush_timeout_s: float = FLUSH_TIMEOUT_S):
         self.client = build_client(tracking_uri)
         self.run_id = run_id
         # The trial driver logged these under their own names (``training.learning_rate``).
         self.searched = tuple(searched)
         self.guard = TrackingGuard(f"logging into the trial's run {run_id}")
+        self.sender = TrackingSender(self.guard)
+        self.flush_timeout_s = flush_timeout_s
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero:
@@ -42,7 +108,7 @@ class MlflowTrialCallback(TrainerCallback):
             trainable, total = count_parameters(model)
             resolved.update({"model.trainable_parameters": trainable, "model.total_parameters": total,
                              "model.trainable_fraction": round(trainable / total, 6) if total else None})
-        self.guard.call(log_params, self.client, self.run_id, resolved)
+        self.sender.send(log_params, self.client, self.run_id, resolved)
 
     def on_save(self, args, state, control, **kwargs):
         folder = os.path.join(args.output_dir, build_checkpoint_name(state.global_step))
@@ -54,7 +120,7 @@ class MlflowTrialCallback(TrainerCallback):
         sizes = build_checkpoint_bytes(folder)
         metrics = [Metric("checkpoint_bytes", float(sizes["total"]), now, state.global_step),
                    Metric("checkpoint_model_bytes", float(sizes["model"]), now, state.global_step)]
-        self.guard.call(self.client.log_batch, self.run_id, metrics=metrics)
+        self.sender.send(self.client.log_batch, self.run_id, metrics=metrics)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
@@ -68,12 +134,16 @@ class MlflowTrialCallback(TrainerCallback):
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         ]
         if metrics:
-            self.guard.call(self.client.log_batch, self.run_id, metrics=metrics)
+            self.sender.send(self.client.log_batch, self.run_id, metrics=metrics)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.sender.flush(self.flush_timeout_s)
 
 
 def read_tracking_errors(trainer) -> dict[str, Any] | None:
-    """The MLflow calls rank 0's callback lost (``TrackingGuard.to_dict``); None without one."""
+    """The MLflow calls rank 0's callback lost (``TrackingGuard.to_dict``), once its queue is
+    sent (or its wait timed out); None without one."""
     for callback in trainer.callback_handler.callbacks:
         if isinstance(callback, MlflowTrialCallback):
-            return callback.guard.to_dict()
+            return callback.sender.flush(callback.flush_timeout_s)
     return None
