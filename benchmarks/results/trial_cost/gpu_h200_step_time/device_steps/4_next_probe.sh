@@ -12,7 +12,7 @@ nvidia-smi --query-compute-apps=timestamp,pid,used_gpu_memory --format=csv -lms 
 (top -b -d 1 -n 300 -c -w 160 | grep -A 8 "PID USER" > $OUT/probe_top.txt) &
 set -o pipefail
 python3 benchmarks/worker_context.py --use-gpu --model /tmp/bert-base-random --data /tmp/imdb --deadline-s ${DL:-230} \
-  --contexts ${CTX:-process,ftplat_untracked} --probe-first-steps --json $OUT/probe_gpu.json 2>&1 \
+  --contexts ${CTX:-process,ftplat,ftplat_untracked} --probe-first-steps --json $OUT/probe_gpu.json 2>&1 \
   | grep -v -E "it/s\]|s/it\]" | tee $OUT/probe_gpu.log
 date -u; uptime
 kill $(jobs -p) 2>/dev/null || true
