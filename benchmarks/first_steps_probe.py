@@ -2,10 +2,11 @@
 
 On the H200 a trial's first optimizer step took 2.4-2.7 s where the same plain training in a
 new process took 0.6-0.8 s, while the steps after the 20th went at the same pace
-(BENCHMARKS.md, "the first step"). This samples the training thread's Python stack every few
-milliseconds from ``on_train_begin`` to the end of the ``--probe-steps``-th step, and charges
-each interval between two samples to the innermost frames of the later one (a C call that holds
-the GIL shows as one long interval, charged to the Python frames that made the call).
+(BENCHMARKS.md, "GPU: one H200 again, the trial's steps clocked"). This samples the training
+thread's Python stack every few milliseconds from ``on_train_begin`` to the end of the 10th
+step, and charges each interval between two samples to the innermost frames of the later one
+(a C call that holds the GIL shows as one long interval, charged to the Python frames that
+made the call).
 
 ``worker_context.py --probe-first-steps`` uses it in every context: the plain ones add
 ``StackSampler`` to their Trainer; in a trial's Ray worker, ``install`` (Ray's
@@ -19,10 +20,12 @@ import json
 import os
 import sys
 import threading
-import time
 from collections import defaultdict
+from collections.abc import Sequence
 
-from transformers import Trainer, TrainerCallback
+from transformers import Trainer
+
+from ftplat.train.step_time import StepTimeCallback
 
 PROBE_DIR_ENV = "FTPLAT_PROBE_DIR"
 
@@ -60,16 +63,17 @@ def build_charges(begin: float, samples: list[tuple[float, str]], top: int) -> l
     return [[key, round(s, 3)] for key, s in sorted(charged.items(), key=lambda kv: -kv[1])[:top]]
 
 
-def build_probe_record(begin: float, samples: list[tuple[float, str]], step_ends: list[float],
-                       top: int = 12) -> dict:
-    """The step ends (from ``begin``), and the stacks the time went to in the first step and in
-    all the probed ones."""
+def build_probe_record(begin: float, samples: list[tuple[float, str]], step_ends: Sequence[float],
+                       others: list[tuple[float, str]] = (), top: int = 12) -> dict:
+    """The step ends (from ``begin``), the stacks the time went to in the first step and in all
+    the probed ones, and what the process's other threads were doing during the first step."""
     first_end = step_ends[0] if step_ends else float("inf")
     return {"step_ends_s": [round(t - begin, 3) for t in step_ends],
             "samples": len(samples),
             "longest_gap_s": round(max((b[0] - a[0] for a, b in zip(samples, samples[1:])), default=0.0), 3),
             "first_step_stacks_s": build_charges(begin, [s for s in samples if s[0] <= first_end], top),
-            "top_stacks_s": build_charges(begin, samples, top)}
+            "top_stacks_s": build_charges(begin, samples, top),
+            "other_threads_first_step_s": build_charges(begin, [o for o in others if o[0] <= first_end], 6)}
 
 
 def read_process_cpu() -> dict[int, tuple[float, str]]:
@@ -95,17 +99,20 @@ def build_cpu_delta(before: dict, after: dict, top: int = 6) -> list[list]:
     return [[f"{pid} {name}", round(sec, 2)] for sec, pid, name in sorted(used, reverse=True)[:top] if sec > 0]
 
 
-class StackSampler(TrainerCallback):
+class StackSampler(StepTimeCallback):
+    """The worker's step clock (``begin``, ``ends``), with a stack sampler over its first steps."""
+
     def __init__(self, steps: int = 10, interval_s: float = 0.005):
+        super().__init__()
         self.steps, self.interval_s = steps, interval_s
         self.record: dict | None = None
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.target, self.begin = threading.get_ident(), time.perf_counter()
+        super().on_train_begin(args, state, control, **kwargs)
+        self.target = threading.get_ident()
         self.cpu_at_begin = read_process_cpu()
         self.modules_at_begin = set(sys.modules)
         self.samples: list[tuple[float, str]] = []
-        self.step_ends: list[float] = []
         self.others: list[tuple[float, str]] = []
         self.done = threading.Event()
         threading.Thread(target=self._sample, name="first-steps-probe", daemon=True).start()
@@ -114,7 +121,7 @@ class StackSampler(TrainerCallback):
         me = threading.get_ident()
         while not self.done.wait(self.interval_s):
             frames = sys._current_frames()
-            now = time.perf_counter()
+            now = self.clock()
             if self.target in frames:
                 self.samples.append((now, build_frame_key(frames[self.target])))
             # What the process's other threads are doing meanwhile (they share the GIL).
@@ -124,20 +131,16 @@ class StackSampler(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self.done.is_set():
             return
-        self.step_ends.append(time.perf_counter())
-        if len(self.step_ends) == 1:
+        super().on_step_end(args, state, control, **kwargs)
+        if len(self.ends) == 1:
             # Which processes on the host shared the CPUs while the first step ran.
             self.cpu_first_step = build_cpu_delta(self.cpu_at_begin, read_process_cpu())
             self.imported_first_step = sorted(set(sys.modules) - self.modules_at_begin)
-        if len(self.step_ends) >= self.steps:
+        if len(self.ends) >= self.steps:
             self.done.set()
-            self.record = build_probe_record(self.begin, self.samples, self.step_ends)
-            first_end = self.step_ends[0]
-            self.record["other_threads_first_step_s"] = build_charges(
-                self.begin, [o for o in self.others if o[0] <= first_end], 6)
-            self.record["cpu_s_by_process_first_step"] = self.cpu_first_step
-            self.record["modules_imported_first_step"] = self.imported_first_step
-            self.record["pid"] = os.getpid()
+            self.record = build_probe_record(self.begin, self.samples, self.ends, self.others) | {
+                "cpu_s_by_process_first_step": self.cpu_first_step,
+                "modules_imported_first_step": self.imported_first_step, "pid": os.getpid()}
             folder = os.environ.get(PROBE_DIR_ENV)
             if folder:
                 with open(os.path.join(folder, f"probe-{os.getpid()}.json"), "w") as f:

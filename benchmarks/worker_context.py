@@ -49,6 +49,7 @@ import overhead
 from _common import build_machine_record, summarize, write_report
 from ftplat.data.preparation import build_tokenized_tables
 from ftplat.ray_internals import run_init_private_cluster
+from ftplat.storage import read_json
 from overhead import build_configs, build_parser, resolve_defaults, run_ftplat, run_plain, write_bert_base
 
 CONTEXTS = ("process", "thread", "ftplat", "ftplat_untracked", "task")
@@ -133,11 +134,6 @@ def run_context(name: str, job, space, data, gpus: float, probe_dir: str | None 
     if probe:
         record["probe"] = [read_json(os.path.join(probe_dir, f)) for f in sorted(set(os.listdir(probe_dir)) - before)]
     return record
-
-
-def read_json(path: str):
-    with open(path) as f:
-        return json.load(f)
 
 
 def next_run_fits(runs: list[dict], name: str, elapsed_s: float, deadline_s: float) -> bool:

@@ -12,7 +12,7 @@ nvidia-smi --query-compute-apps=timestamp,pid,used_gpu_memory --format=csv -lms 
 (top -b -d 1 -n 300 -c -w 160 | grep -A 8 "PID USER" > $OUT/first_steps_top.txt) &
 set -o pipefail
 python3 benchmarks/worker_context.py --use-gpu --model /tmp/bert-base-random --data /tmp/imdb --deadline-s ${DL:-230} \
-  --contexts ${CTX:-process,ftplat_untracked} --json $OUT/first_steps_gpu.json 2>&1 \
+  --contexts ${CTX:-process,ftplat_untracked} ${EXTRA_ARGS:-} --json $OUT/first_steps_gpu.json 2>&1 \
   | grep -v -E "it/s\]|s/it\]" | tee $OUT/first_steps_gpu.log
 date -u; uptime
 kill $(jobs -p) 2>/dev/null || true
