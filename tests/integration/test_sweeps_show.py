@@ -172,6 +172,10 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     drivers = list_actors(address=f"http://{read_dashboard_url()}", filters=[("class_name", "=", "ImplicitFunc")],
                           detail=True, limit=1000, raise_on_missing_output=False)
     assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= {a.repr_name for a in drivers}
+    # Tune's reports came over each driver's loopback channel: no queue actor per trial.
+    queues = list_actors(address=f"http://{read_dashboard_url()}", filters=[("class_name", "=", "_QueueActor")],
+                         limit=1000, raise_on_missing_output=False)
+    assert drivers and queues == []
 
     # `ftplat reproduce` runs a losing trial again from the records alone and gets its scores.
     from ftplat.cli.main import main as ftplat_main

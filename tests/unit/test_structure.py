@@ -246,3 +246,14 @@ def test_user_errors_are_value_errors_but_library_value_errors_are_not_user_erro
 
     assert issubclass(ConfigError, UserError) and issubclass(UserError, ValueError)
     assert not isinstance(ValueError("from a library"), UserError)
+
+
+def test_train_places_a_trials_controller_on_its_drivers_node():
+    """ftplat.tune.report_channel reaches the controller over loopback: Train 2.60 pins the
+    controller to the node of the process that calls ``fit()`` (the trial driver)."""
+    import inspect
+
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    source = inspect.getsource(DataParallelTrainer._initialize_and_run_controller)
+    assert "label_selector" in source and "ray.get_runtime_context().get_node_id()" in source

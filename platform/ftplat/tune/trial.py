@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import ray.train
 import ray.tune
 from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING
-from ray.tune.integration.ray_train import TuneReportCallback
 
 from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
@@ -21,6 +20,7 @@ from ftplat.ray_internals import (PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_EN
 from ftplat.storage import join_uri, write_json
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.runs import build_client, run_start_trial
+from ftplat.tune.report_channel import ReportChannel
 from ftplat.tune.timeline import build_trial_timeline
 from ftplat.train.entry import train_fn_per_worker
 
@@ -109,19 +109,22 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     if run_id:
         loop_config["tracking"] = {"tracking_uri": tracking["tracking_uri"], "run_id": run_id,
                                    "searched": sorted(config)}
+    # Each of the controller's reports reaches Tune through this channel (why not Ray's
+    # TuneReportCallback: ftplat.tune.report_channel).
+    channel = ReportChannel()
     trainer = build_trainer(
         trial_job,
         run_name=run_name,
         sweep_path=sweep_path,
         train_loop_config=loop_config,
-        callbacks=[TuneReportCallback()],
+        callbacks=[channel.build_callback()],
     )
     repaired = run_repair_snapshot(join_uri(sweep_path, run_name))
     if repaired:
         logger.info("Trial %s: dropped %d checkpoint(s) deleted by retention from the run snapshot before "
                     "restoring: %s", trial_id, len(repaired), ", ".join(sorted(repaired)))
     clock["fit_started"] = time.time()
-    result = trainer.fit()
+    result = channel.run_fit(trainer, report=ray.tune.report)
     clock["fit_ended"] = time.time()
     record = dict(result.return_value or {})
     guard.add(record.get("tracking_errors"))  # rank 0's lost calls, which came first
