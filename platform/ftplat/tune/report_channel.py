@@ -57,7 +57,8 @@ class ChannelReportCallback(UserCallback):
                         "driver's node, as Ray Train 2.60 places it") from e
             self._conn.send(sent)
             # The receipt: fit() cannot return before the driver holds this report.
-            assert self._conn.recv() is True
+            receipt = self._conn.recv()
+            assert receipt is True, receipt
 
 
 class ReportChannel:
