@@ -56,6 +56,26 @@ def test_every_report_arrives_in_order_before_the_result():
     assert channel_threads() == []
 
 
+def test_a_report_waits_for_the_drivers_receipt():
+    """The controller's report returns only once the driver has taken it: what makes every
+    report arrive before fit()'s result."""
+    channel = ReportChannel()
+    callback = channel.build_callback()
+    sending = threading.Thread(target=callback.after_report, args=(None, [{"step": 1}], None))
+    sending.start()
+    sending.join(0.5)
+    assert sending.is_alive()  # connected and sent, no receipt while nothing reads
+
+    class Joining:
+        def fit(self):
+            sending.join(30)
+            return "done" if not sending.is_alive() else "still waiting"
+
+    seen: list[dict] = []
+    assert channel.run_fit(Joining(), report=seen.append) == "done"
+    assert seen == [{"step": 1}]
+
+
 def test_a_failed_run_raises_in_the_caller_and_leaves_no_thread():
     class Failing:
         def fit(self):

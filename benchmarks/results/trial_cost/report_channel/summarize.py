@@ -1,24 +1,24 @@
-"""The ab_train pieces as a table: sweep wall, and each trial's train and overhead, per side."""
+"""An A/B folder of ab.sh as a table: sweep wall, and each trial's train, overhead and start-up, per side.
+
+  python summarize.py ab_train     # or ab_packed
+"""
 import glob
 import json
 import os
 import statistics
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-rows = {"after": [], "before": []}
-for path in sorted(glob.glob(os.path.join(HERE, "ab_train", "*", "*.json"))):
-    side_round = os.path.basename(os.path.dirname(path))
-    side = side_round.split("_")[0]
-    d = json.load(open(path))
-    trials = d["trials"]
-    rows[side].append({"round": side_round, "wall_s": d["wall_s"],
-                       "train_s": [t["timeline_s"]["train"] for t in trials],
-                       "overhead_s": [t["timeline_s"]["overhead"] for t in trials],
-                       "train_startup_s": [t["timeline_s"]["train_startup"] for t in trials]})
-for side, runs in rows.items():
+name = sys.argv[1] if len(sys.argv) > 1 else "ab_train"
+for side in ("before", "after"):
+    runs = []
+    for path in sorted(glob.glob(os.path.join(HERE, name, f"{side}_*", "*.json"))):
+        d = json.load(open(path))
+        runs.append({"round": os.path.basename(os.path.dirname(path)), "wall_s": d["wall_s"],
+                     **{f"{k}_s": [t["timeline_s"][k] for t in d["trials"]] for k in ("train", "overhead", "train_startup")}})
     for r in runs:
         print(side, r)
-    flat = lambda k: [x for r in runs for x in r[k]]
-    med = lambda xs: (round(statistics.median(xs), 2), round(min(xs), 2), round(max(xs), 2))
-    print(side, "wall", med([r["wall_s"] for r in runs]), "train", med(flat("train_s")),
-          "overhead", med(flat("overhead_s")), "train_startup", med(flat("train_startup_s")))
+    if runs:
+        med = lambda xs: (round(statistics.median(xs), 2), round(min(xs), 2), round(max(xs), 2))
+        print(side, "wall", med([r["wall_s"] for r in runs]),
+              *(f"{k} {med([x for r in runs for x in r[f'{k}_s']])}" for k in ("train", "overhead", "train_startup")))
