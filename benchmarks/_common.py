@@ -155,10 +155,11 @@ def parse_env(text: str) -> tuple[str, str]:
     return key, value
 
 
-def run_tiny_sweep(name: str, trials: int):
+def run_tiny_sweep(name: str, trials: int, *, tracking: bool = False):
     """A FIFO sweep of ``trials`` one-epoch trials of the test suite's tiny BERT (256 train / 64
-    held-out synthetic rows, max_length 32, 1 CPU a worker, no tracking), on its own local
-    cluster; returns the summary, the sweep's wall seconds and each trial's timeline."""
+    held-out synthetic rows, max_length 32, 1 CPU a worker; no tracking, or MLflow on a local
+    sqlite file with ``tracking``), on its own local cluster; returns the summary, the sweep's
+    wall seconds and each trial's timeline."""
     import tempfile
     import time
     from pathlib import Path
@@ -175,7 +176,8 @@ def run_tiny_sweep(name: str, trials: int):
         job, space = load_sweep_configs(None, None, [
             f"model.name_or_path={model}", f"data.source={data}", f"storage.storage_path={root}/storage",
             f"storage.sweep_name={name}", "data.max_length=32", "data.eval_split=test", "data.test_split=null",
-            "training.num_train_epochs=1.0", "tracking.enabled=false", f"search.num_samples={trials}",
+            "training.num_train_epochs=1.0", f"search.num_samples={trials}",
+            *([f"tracking.tracking_uri=sqlite:///{root}/mlflow.db"] if tracking else ["tracking.enabled=false"]),
             "search.seed=1", "search.algorithm=random", "search.scheduler={type: fifo}", "resources.cpus_per_worker=1",
             "search.parameters={training.learning_rate: {type: loguniform, low: 1.0e-4, high: 3.0e-2}}"])
         start = time.perf_counter()

@@ -8,6 +8,9 @@ what happens between trials (Tune starting the next trial's driver process). Wit
 ``--compare SRC`` the same sweeps run with another ftplat source root, interleaved:
 
   python benchmarks/trial_gap.py --repeats 3 --compare /tmp/before/platform --json /tmp/trial_gap.json
+
+``--tracking`` tracks the sweeps in MLflow (a sqlite file beside the sweep), as the README's
+main command does.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--compare", help="another ftplat source root (a checkout's platform/ folder)")
     p.add_argument("--json", help="write the whole report here")
+    p.add_argument("--tracking", action="store_true", help="MLflow on a local sqlite file (default: no tracking)")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -36,7 +40,7 @@ def run_one(a: argparse.Namespace) -> dict:
     import ftplat
     from _common import run_tiny_sweep
 
-    summary, wall, timelines = run_tiny_sweep("gap", a.trials)
+    summary, wall, timelines = run_tiny_sweep("gap", a.trials, tracking=a.tracking)
     trial_walls = [t.cost["wall_s"] for t in summary.trials]
     return {"code": os.path.dirname(ftplat.__file__), "wall_s": round(wall, 1), "trial_wall_s": trial_walls,
             "outside_trials_s": round(wall - sum(trial_walls), 1), "status": [t.status for t in summary.trials],
@@ -55,8 +59,8 @@ def summarize_timelines(runs: list[dict]) -> dict:
 def run_in_process(a: argparse.Namespace, source_root: str | None) -> dict:
     from _common import run_json_process
 
-    return run_json_process([sys.executable, os.path.abspath(__file__), "--one", "--trials", str(a.trials)],
-                            source_root)
+    return run_json_process([sys.executable, os.path.abspath(__file__), "--one", "--trials", str(a.trials),
+                             *(["--tracking"] if a.tracking else [])], source_root)
 
 
 def main(argv=None) -> int:

@@ -92,6 +92,9 @@ def fake_sweep(tmp_path, monkeypatch, mlflow_store):
     monkeypatch.setattr(sweep_mod, "check_cluster_fits", lambda job: None)
     monkeypatch.setattr(sweep_mod, "read_dashboard_url", lambda: None)
     monkeypatch.setattr(sweep_mod.ray, "put", lambda value: "ref")
+    # The trials' MLflow calls go through this actor: it is given the parent run's ids.
+    monkeypatch.setattr(sweep_mod, "run_start_trial_runs_actor", lambda tracking: ("trial_runs", tracking))
+    monkeypatch.setattr(sweep_mod.ray, "kill", lambda actor: None)
     grid = types.SimpleNamespace(experiment_path=str(tmp_path), filesystem=None)
     monkeypatch.setattr(sweep_mod, "build_tuner", lambda job, space, **kw: seen["tuner"].append((job, kw)) or
                         types.SimpleNamespace(fit=lambda: grid))
@@ -122,18 +125,18 @@ def test_no_file_of_the_sweep_folder_holds_the_tracking_password(fake_sweep, mon
     assert files_holding(folder, SECRET) == []
     assert len(files_holding(folder, MASKED)) == 3
     job, kw = seen["tuner"][-1]
-    assert job.tracking.tracking_uri == LIVE and kw["tracking"]["tracking_uri"] == LIVE
+    assert job.tracking.tracking_uri == LIVE and kw["trial_runs"][1]["tracking_uri"] == LIVE
     assert seen["finish"][-1]["tracking_uri"] == LIVE
 
     # --resume with the URI given again: the stored (masked) config continues with the live URI.
     run(f"tracking.tracking_uri={LIVE}", resume=True)
     job, kw = seen["tuner"][-1]
-    assert kw["resume"] and job.tracking.tracking_uri == LIVE and kw["tracking"]["tracking_uri"] == LIVE
+    assert kw["resume"] and job.tracking.tracking_uri == LIVE and kw["trial_runs"][1]["tracking_uri"] == LIVE
     # ... or given by MLFLOW_TRACKING_URI.
     monkeypatch.setenv("MLFLOW_TRACKING_URI", LIVE)
     run(resume=True)
     job, kw = seen["tuner"][-1]
-    assert job.tracking.tracking_uri is None and kw["tracking"]["tracking_uri"] == LIVE
+    assert job.tracking.tracking_uri is None and kw["trial_runs"][1]["tracking_uri"] == LIVE
     assert seen["finish"][-1]["tracking_uri"] == LIVE
     assert files_holding(folder, SECRET) == []
 

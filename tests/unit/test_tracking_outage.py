@@ -24,6 +24,7 @@ from ftplat.scoring import SCOPES
 from ftplat.tracking.callback import MlflowTrialCallback
 from ftplat.tracking.report import run_finish_sweep, run_write_report_figure
 from ftplat.tracking.runs import build_client, check_tracking_reachable, run_start_parent
+from ftplat.tracking.trial_runs import TrialRuns
 from ftplat.tune.summary import read_sweep_summary
 
 HTTP_SETTINGS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
@@ -78,10 +79,11 @@ def test_the_probe_fails_fast_and_leaves_the_environment_as_it_was(monkeypatch):
 
 
 def test_rank0_logging_survives_a_dead_server_and_warns_once(dead_server, monkeypatch, caplog):
-    callback = MlflowTrialCallback(tracking_uri=dead_server, run_id="r1")
+    callback = MlflowTrialCallback(runs=TrialRuns({"tracking_uri": dead_server}), run_id="r1")
     attempts = []
-    real_log_batch = callback.client.log_batch
-    monkeypatch.setattr(callback.client, "log_batch", lambda *a, **k: attempts.append(1) or real_log_batch(*a, **k))
+    real_log_batch = callback.runs.client.log_batch
+    monkeypatch.setattr(callback.runs.client, "log_batch",
+                        lambda *a, **k: attempts.append(1) or real_log_batch(*a, **k))
     args = SimpleNamespace(to_dict=lambda: {"learning_rate": 1e-3, "output_dir": "/tmp/x"})
     state = SimpleNamespace(is_world_process_zero=True, global_step=5)
     with caplog.at_level(logging.WARNING):
@@ -102,14 +104,13 @@ def test_rank0_logging_survives_a_dead_server_and_warns_once(dead_server, monkey
 def test_rank0_logging_never_waits_for_the_store_and_keeps_the_order():
     """A slow store: each call takes 0.2 s, the training loop's callbacks return at once, the
     calls are made in order, and training's end waits for them."""
-    callback = MlflowTrialCallback(tracking_uri="sqlite:///:memory:", run_id="r1")
     made = []
 
-    def slow_log_batch(run_id, metrics=(), params=()):
+    def slow_call(method, run_id, values):
         time.sleep(0.2)
-        made.append([m.key for m in metrics] or [p.key for p in params])
+        made.append([m[0] for m in values] if method == "log_metrics" else list(values))
 
-    callback.client = SimpleNamespace(log_batch=slow_log_batch)
+    callback = MlflowTrialCallback(runs=SimpleNamespace(call=slow_call), run_id="r1")
     args = SimpleNamespace(to_dict=lambda: {"learning_rate": 1e-3})
     state = SimpleNamespace(is_world_process_zero=True, global_step=5)
     started = time.monotonic()
@@ -126,9 +127,9 @@ def test_rank0_logging_never_waits_for_the_store_and_keeps_the_order():
 
 
 def test_training_end_waits_a_bounded_time_and_counts_what_was_not_sent(caplog):
-    callback = MlflowTrialCallback(tracking_uri="sqlite:///:memory:", run_id="r1", flush_timeout_s=0.3)
     release = threading.Event()
-    callback.client = SimpleNamespace(log_batch=lambda *a, **k: release.wait(10))
+    callback = MlflowTrialCallback(runs=SimpleNamespace(call=lambda *a: release.wait(10)), run_id="r1",
+                                   flush_timeout_s=0.3)
     args, state = SimpleNamespace(), SimpleNamespace(is_world_process_zero=True, global_step=5)
     for step in range(3):
         callback.on_log(args, state, None, logs={"loss": 0.5})

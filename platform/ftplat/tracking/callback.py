@@ -3,15 +3,17 @@ params, training loss, learning rate and every evaluation as step metrics, into 
 
 HF's own ``MLflowCallback`` would start and end runs itself (ending them when training ends,
 whatever Tune decides) and reads its settings from process-wide environment variables; this
-callback only logs into the run the trial driver created. A tracking server that fails never
+callback only logs into the run the trial driver asked for. A tracking server that fails never
 stops training: the calls go through a ``TrackingGuard``, and the worker returns what was lost
 in its result record (``read_tracking_errors``).
 
 The calls run in one background thread, in order, so that the training loop never waits for
-the tracking store: a server's round trips, the store's first use in a new process, and a dead
-server's retries (minutes with MLflow's defaults) all happen beside the steps. Training's end
-waits for what is still queued, at most ``FLUSH_TIMEOUT_S``; what has not been sent by then
-counts as lost.
+the tracking store: the run's id still being created (the trial driver starts training
+without waiting for it), a server's round trips and a dead server's retries (minutes with
+MLflow's defaults) all happen beside the steps. The calls themselves are made by the sweep's
+``TrialRuns`` actor (``ftplat.tracking.trial_runs``), so this process never imports MLflow.
+Training's end waits for what is still queued, at most ``FLUSH_TIMEOUT_S``; what has not been
+sent by then counts as lost.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from ftplat.checkpoints.sizes import build_checkpoint_bytes
 from ftplat.layout import build_checkpoint_name
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.params import build_default_training_args, build_hf_params
-from ftplat.tracking.runs import build_client, log_params
 
 logger = logging.getLogger(__name__)
 
@@ -89,15 +90,45 @@ class TrackingSender:
 
 
 class MlflowTrialCallback(TrainerCallback):
-    def __init__(self, *, tracking_uri: str, run_id: str, searched: list[str] | tuple[str, ...] = (),
-                 flush_timeout_s: float = FLUSH_TIMEOUT_S):
-        self.client = build_client(tracking_uri)
+    """Rank 0's logging into its trial's run.
+
+    ``runs``: where the calls go (``RemoteTrialRuns`` of the sweep's actor, or a ``TrialRuns``
+    in-process); the run is ``run_id``, or the id that ``run_ref`` (a one-item list holding the
+    trial driver's ``start_trial`` call) resolves to. When that call failed, the trial driver
+    counts the loss and this callback drops its calls uncounted.
+    """
+
+    def __init__(self, *, runs: Any, run_id: str | None = None, run_ref: list | None = None,
+                 searched: list[str] | tuple[str, ...] = (), flush_timeout_s: float = FLUSH_TIMEOUT_S):
+        assert (run_id is None) != (run_ref is None), "give the run's id or the reference that resolves to it"
+        self.runs = runs
         self.run_id = run_id
+        self.run_ref = run_ref
         # The trial driver logged these under their own names (``training.learning_rate``).
         self.searched = tuple(searched)
-        self.guard = TrackingGuard(f"logging into the trial's run {run_id}")
+        self.guard = TrackingGuard(f"logging into the trial's run {run_id or '(id to come)'}")
         self.sender = TrackingSender(self.guard)
         self.flush_timeout_s = flush_timeout_s
+
+    def _resolve_run_id(self) -> str | None:
+        """The run's id, waiting for the trial driver's call in the logging thread."""
+        if self.run_ref is not None:
+            ref, self.run_ref = self.run_ref[0], None
+            try:
+                self.run_id = self.runs.get(ref)
+            except Exception:  # the trial driver gets the same error and counts it
+                logger.debug("The trial's MLflow run was not created; rank 0 logs nothing", exc_info=True)
+            else:
+                self.guard.where = f"logging into the trial's run {self.run_id}"
+        return self.run_id
+
+    def _send(self, method: str, *args: Any) -> None:
+        def make() -> None:
+            run_id = self._resolve_run_id()
+            if run_id is not None:
+                self.runs.call(method, run_id, *args)
+
+        self.sender.send(make)
 
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero:
@@ -108,33 +139,28 @@ class MlflowTrialCallback(TrainerCallback):
             trainable, total = count_parameters(model)
             resolved.update({"model.trainable_parameters": trainable, "model.total_parameters": total,
                              "model.trainable_fraction": round(trainable / total, 6) if total else None})
-        self.sender.send(log_params, self.client, self.run_id, resolved)
+        self._send("log_params", resolved)
 
     def on_save(self, args, state, control, **kwargs):
         folder = os.path.join(args.output_dir, build_checkpoint_name(state.global_step))
         if not state.is_world_process_zero or not os.path.isdir(folder):
             return
-        from mlflow.entities import Metric
-
         now = int(time.time() * 1000)
         sizes = build_checkpoint_bytes(folder)
-        metrics = [Metric("checkpoint_bytes", float(sizes["total"]), now, state.global_step),
-                   Metric("checkpoint_model_bytes", float(sizes["model"]), now, state.global_step)]
-        self.sender.send(self.client.log_batch, self.run_id, metrics=metrics)
+        self._send("log_metrics", [("checkpoint_bytes", float(sizes["total"]), now, state.global_step),
+                                   ("checkpoint_model_bytes", float(sizes["model"]), now, state.global_step)])
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        from mlflow.entities import Metric
-
         now = int(time.time() * 1000)
         metrics = [
-            Metric(key, float(value), now, state.global_step)
+            (key, float(value), now, state.global_step)
             for key, value in logs.items()
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         ]
         if metrics:
-            self.sender.send(self.client.log_batch, self.run_id, metrics=metrics)
+            self._send("log_metrics", metrics)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.sender.flush(self.flush_timeout_s)

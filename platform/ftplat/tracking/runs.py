@@ -1,8 +1,9 @@
 """MLflow runs of a sweep: the parent run (sweep driver) and one child run per trial.
 
 Run ids are kept in the sweep's storage, so a resumed sweep or a restarted trial continues
-the same runs instead of creating new ones. Only the sweep driver and the trial drivers
-create runs; rank 0 of each trial logs into its trial's run (``ftplat.tracking.callback``).
+the same runs instead of creating new ones. Only the sweep driver creates runs, the trials'
+through its ``TrialRuns`` actor (``ftplat.tracking.trial_runs``), which also makes the calls of
+each trial's driver and rank 0 (``ftplat.tracking.callback``).
 """
 
 from __future__ import annotations
@@ -208,10 +209,11 @@ def log_params(client, run_id: str, params: dict[str, Any]) -> None:
         client.log_batch(run_id, params=items[start : start + 100])
 
 
-def run_start_trial(tracking: dict[str, str], *, trial_id: str, run_uri: str, params: dict[str, Any]) -> str:
+def run_start_trial(tracking: dict[str, str], *, trial_id: str, run_uri: str, params: dict[str, Any],
+                    client=None) -> str:
     """The trial's child run id: created once, found again in storage after a restart."""
     ids_uri = build_tracking_uri(run_uri)
-    client = build_client(tracking["tracking_uri"])
+    client = client or build_client(tracking["tracking_uri"])
     if path_exists(ids_uri):
         run_id = read_json(ids_uri)["run_id"]
         client.update_run(run_id, status="RUNNING")

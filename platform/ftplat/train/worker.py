@@ -22,6 +22,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
 from ftplat.data.tokenizer import build_tokenizer
 from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
+from ftplat.tracking.trial_runs import RemoteTrialRuns
 from ftplat.train.arguments import build_training_arguments
 from ftplat.tasks import build_task
 from ftplat.train.modeling import build_model
@@ -112,8 +113,10 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
                             callbacks=[reporter], deepspeed=deepspeed, report_to=config.get("report_to"))
     # The run is named train-<trial id>: its lines in the job log say which trial they are.
     run_replace_printer(trainer, ProgressLineCallback(trial=ctx.get_experiment_name(), metric=objective["metric"]))
-    if config.get("tracking") and ctx.get_world_rank() == 0:
-        trainer.add_callback(MlflowTrialCallback(**config["tracking"]))
+    tracking = config.get("tracking")
+    if tracking and ctx.get_world_rank() == 0:
+        trainer.add_callback(MlflowTrialCallback(runs=RemoteTrialRuns(tracking["actor"]), run_ref=tracking["run_ref"],
+                                                 searched=tracking["searched"]))
     step_time = StepTimeCallback()
     trainer.add_callback(step_time)
     trainer = prepare_trainer(trainer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -22,6 +23,7 @@ from ftplat.storage import check_writable, path_exists, write_json
 from ftplat.tracking.params import build_parent_params
 from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
+from ftplat.tracking.trial_runs import run_start_trial_runs_actor
 from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
 from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
@@ -43,7 +45,7 @@ def check_cluster_fits(job: JobConfig) -> None:
 
 
 def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sweep_path: str,
-                data_ref: ray.ObjectRef, tracking: dict[str, str] | None, resume: bool,
+                data_ref: ray.ObjectRef, trial_runs: ray.actor.ActorHandle | None, resume: bool,
                 deepspeed_configs: dict[str, dict] | None = None) -> tune.Tuner:
     # Imports torch (seconds): a sweep refused by its pre-flight never needs it.
     from ftplat.tune.trial import train_driver_fn
@@ -58,7 +60,7 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             # Wrapped in a list so Tune passes the reference on instead of fetching the data
             # into every trial driver; workers fetch it from the object store.
             data_ref=[data_ref],
-            tracking=tracking,
+            trial_runs=trial_runs,
             deepspeed_configs=deepspeed_configs or {},
             # Train's state actor reads the dashboard's state API: without a dashboard it only
             # logs connection errors.
@@ -176,7 +178,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     del pre  # the tables' only reference is now ``tables``, dropped once they are in the object store
 
     started_ray = run_ray_init(job.resources)
-    tracking = None
+    tracking = trial_runs = None
     try:
         check_cluster_fits(job)
         check_writable(job.storage.storage_path)
@@ -189,6 +191,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 params=build_parent_params(config_json["job"], config_json["search_space"]),
                 config_json=config_json, dashboard_url=read_dashboard_url(),
             )
+            # Its process starts (imports MLflow, opens the store) beside the first trial's.
+            trial_runs = run_start_trial_runs_actor(tracking)
         data_ref = ray.put(tables)
         # Workers read the object store's copy: the driver's would stay for the whole sweep.
         del tables
@@ -197,7 +201,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         elif space.algorithm == "optuna":
             run_clear_stale_study(sweep_path)
         tuner = build_tuner(job, space, sweep_name=sweep_name, sweep_path=sweep_path,
-                            data_ref=data_ref, tracking=tracking, resume=resume,
+                            data_ref=data_ref, trial_runs=trial_runs, resume=resume,
                             deepspeed_configs=deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         try:
@@ -221,6 +225,11 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 run_end_parent(tracking, "FAILED")  # never raises: the sweep's own error is the one to see
             raise
     finally:
+        if trial_runs is not None:
+            # Every trial has ended: a sweep in a long-lived process leaves no actor behind. A
+            # cluster already gone took it along, and must not hide the sweep's own error.
+            with contextlib.suppress(Exception):
+                ray.kill(trial_runs)
         if started_ray:
             ray.shutdown()
     print(format_summary_table(summary), flush=True)

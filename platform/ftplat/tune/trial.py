@@ -19,7 +19,7 @@ from ftplat.ray_internals import (PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_EN
                                   run_disable_train_print_patch)
 from ftplat.storage import join_uri, write_json
 from ftplat.tracking.guard import TrackingGuard
-from ftplat.tracking.runs import build_client, run_start_trial
+from ftplat.tracking.trial_runs import RemoteTrialRuns
 from ftplat.tune.report_channel import ReportChannel
 from ftplat.tune.timeline import build_trial_timeline
 from ftplat.train.entry import train_fn_per_worker
@@ -72,14 +72,16 @@ def build_trainer(
 
 
 def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: dict[str, Any],
-                    sweep_path: str, data_ref: list, tracking: dict[str, str] | None = None,
+                    sweep_path: str, data_ref: list, trial_runs: ray.actor.ActorHandle | None = None,
                     deepspeed_configs: dict[str, dict] | None = None, track_state: bool = True) -> None:
     """Run one trial: apply the sampled values to the job config and fit its Train trainer.
 
     ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
     once per sweep with ``tune.with_parameters``; ``deepspeed_configs`` maps each
     ``training.deepspeed`` value the trials can take to its checked config;
-    ``track_state`` whether the cluster has a dashboard to show Train's state.
+    ``track_state`` whether the cluster has a dashboard to show Train's state;
+    ``trial_runs`` the sweep's ``TrialRuns`` actor, which makes the trial's MLflow calls (None:
+    tracking is off).
     """
     started, clock = time.perf_counter(), {"started": time.time()}
     run_disable_train_print_patch()
@@ -104,11 +106,13 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
                    "deepspeed": (deepspeed_configs or {}).get(trial_job.training.deepspeed)}
     # A tracking server that fails costs the trial its MLflow run, never the trial itself.
     guard = TrackingGuard(f"in trial {trial_id}'s driver")
-    run_id = guard.call(run_start_trial, tracking, trial_id=trial_id, run_uri=join_uri(sweep_path, run_name),
-                        params=config) if tracking else None
-    if run_id:
-        loop_config["tracking"] = {"tracking_uri": tracking["tracking_uri"], "run_id": run_id,
-                                   "searched": sorted(config)}
+    run_ref = None
+    if trial_runs is not None:
+        # Training starts without waiting for the run: rank 0 gets the call's reference and
+        # resolves it in its logging thread.
+        run_ref = trial_runs.start_trial.remote(trial_id=trial_id, run_uri=join_uri(sweep_path, run_name),
+                                                params=config)
+        loop_config["tracking"] = {"actor": trial_runs, "run_ref": [run_ref], "searched": sorted(config)}
     # Each of the controller's reports reaches Tune through this channel (why not Ray's
     # TuneReportCallback: ftplat.tune.report_channel).
     channel = ReportChannel()
@@ -127,12 +131,14 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     result = channel.run_fit(trainer, report=ray.tune.report)
     clock["fit_ended"] = time.time()
     record = dict(result.return_value or {})
-    guard.add(record.get("tracking_errors"))  # rank 0's lost calls, which came first
-    if run_id:
-        # The run ends with the trial; the sweep driver adds the scope scores at the end and
-        # marks trials that never got here (stopped by ASHA, failed).
-        guard.call(lambda: build_client(tracking["tracking_uri"]).set_terminated(run_id, "FINISHED"))
-    if tracking:
+    if trial_runs is not None:
+        runs = RemoteTrialRuns(trial_runs)
+        run_id = guard.call(runs.get, run_ref)  # a run that was not created counts here, not on rank 0
+        guard.add(record.get("tracking_errors"))
+        if run_id:
+            # The run ends with the trial; the sweep driver adds the scope scores at the end and
+            # marks trials that never got here (stopped by ASHA, failed).
+            guard.call(runs.call, "set_terminated", run_id, "FINISHED")
         record["tracking_errors"] = guard.to_dict()
     # Rank 0's return value (train runtime, throughput, best step) is kept beside the
     # checkpoints; returning it would make Tune record one more result row.
