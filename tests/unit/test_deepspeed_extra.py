@@ -98,3 +98,40 @@ def test_no_module_imports_deepspeed_when_it_is_imported():
             if any(n == "deepspeed" or n.startswith("deepspeed.") for n in names):
                 top_level.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert top_level == []
+
+
+SAVE_WITHOUT_DEEPSPEED = """
+import sys, tempfile
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+{patch}
+model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                                 num_attention_heads=2, intermediate_size=16))
+from accelerate.utils import extract_model_from_parallel
+assert extract_model_from_parallel(model) is model
+print("deepspeed" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("patched", [True, False])
+def test_a_trial_without_deepspeed_does_not_import_it_to_unwrap_its_model(patched):
+    """Every checkpoint save unwraps the model through accelerate, which imports DeepSpeed
+    (about a second in a fresh worker) only to rule out a ``DeepSpeedEngine``; the worker of a
+    trial without DeepSpeed skips that import. Unpatched, the import happens (the check works)."""
+    import subprocess
+
+    patch = ("from ftplat.zero.runtime import run_skip_unused_deepspeed_import; "
+             "run_skip_unused_deepspeed_import(); run_skip_unused_deepspeed_import()") if patched else ""
+    out = subprocess.run([sys.executable, "-c", SAVE_WITHOUT_DEEPSPEED.format(patch=patch)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == str(not patched)
+
+
+def test_accelerate_still_asks_for_deepspeed_where_the_worker_answers():
+    import inspect
+
+    from accelerate.utils import other
+
+    assert callable(other.is_deepspeed_available)
+    assert "is_deepspeed_available()" in inspect.getsource(other.extract_model_from_parallel)

@@ -30,7 +30,7 @@ from ftplat.train.progress import ProgressLineCallback, run_replace_printer
 from ftplat.train.reporting import RayScopeReportCallback
 from ftplat.train.step_time import StepTimeCallback
 from ftplat.train.scratch import build_scratch_dir, run_remove_scratch
-from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed
+from ftplat.zero.runtime import build_deepspeed_record, run_prepare_deepspeed, run_skip_unused_deepspeed_import
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,9 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
     deepspeed = config.get("deepspeed")
     if deepspeed is not None:
         run_prepare_deepspeed(use_gpu=job.resources.use_gpu)
-    elif ctx.get_world_size() == 1:
+    else:
+        run_skip_unused_deepspeed_import()
+    if deepspeed is None and ctx.get_world_size() == 1:
         # A lone worker without DeepSpeed is started without a process group (tune/trial.py),
         # so accelerate trains it as plain Trainer.train() does, with no DDP wrapper
         # all-reducing every gradient with itself.
