@@ -65,6 +65,18 @@ def test_one_parent_and_one_child_per_trial(tracked_sweep):
     assert parent.data.params["job.training.num_train_epochs"] == "2.0"
 
 
+def test_one_actor_made_the_trials_calls_and_left_with_the_sweep(tracked_sweep):
+    """The trials' drivers and rank 0s call the sweep's TrialRuns actor (they never import
+    MLflow); the sweep kills it at its end, so a process running many sweeps keeps none."""
+    from ray.util.state import list_actors
+
+    from ftplat.ray_internals import read_dashboard_url
+
+    actors = list_actors(address=f"http://{read_dashboard_url()}", filters=[("class_name", "=", "TrialRuns")],
+                         limit=1000, raise_on_missing_output=False)
+    assert actors and {a.state for a in actors} == {"DEAD"}, [(a.actor_id, a.state) for a in actors]
+
+
 def test_child_runs_hold_params_and_step_metrics(tracked_sweep):
     client, summary = tracked_sweep
     for trial in summary["trials"]:

@@ -29,12 +29,12 @@ def run_prepare_deepspeed(*, use_gpu: bool) -> None:
 
 
 def run_skip_unused_deepspeed_import() -> None:
-    """Keep a trial without DeepSpeed from importing it at its first checkpoint.
+    """Keep a trial without DeepSpeed from importing it.
 
-    accelerate's ``extract_model_from_parallel``, which every ``save_pretrained`` of the
-    Trainer goes through, imports DeepSpeed whenever it is installed, only to ask whether the
-    model is a ``DeepSpeedEngine``: 1.1-1.4 s of a fresh worker's training on 2 cores (and a
-    log line about DeepSpeed's accelerator), once per trial. No object can be an engine before
+    accelerate's ``extract_model_from_parallel``, which the Trainer's construction and every
+    checkpoint save go through, imports DeepSpeed whenever it is installed, only to ask whether
+    the model is a ``DeepSpeedEngine``: 0.5-1.1 s of a fresh worker on 2 cores (and a log line
+    about DeepSpeed's accelerator), once per trial. No object can be an engine before
     DeepSpeed is imported, so until it is, the answer is no without the import. An accelerate
     without that hook is left as it is (``test_structure`` checks the installed one has it).
     """
