@@ -31,6 +31,9 @@ def _piece(method, seed, accs):
 def test_hpo_arguments():
     a = hpo.build_parser().parse_args(["--method", "ftplat_optuna_asha", "--seed", "2"])
     assert (a.method, a.seed, a.trials, a.epochs) == ("ftplat_optuna_asha", 2, 6, 3)
+    # The sweep starts its own cluster inside its wall unless told the cluster is up already.
+    assert not a.warm_cluster
+    assert hpo.build_parser().parse_args(["--method", "ftplat_random", "--warm-cluster"]).warm_cluster
     with pytest.raises(SystemExit):
         hpo.build_parser().parse_args(["--method", "grid"])
     with pytest.raises(SystemExit):
