@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from ftplat.config.schema import TrackingConfig
 from ftplat.layout import build_tracking_uri
+from ftplat.storage import read_json
 from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
 from ftplat.tracking.runs import build_client, run_start_parent
 from ftplat.tracking.trial_runs import TrialRuns
@@ -26,7 +27,7 @@ def test_a_trials_run_is_created_once_logged_into_and_ended(tmp_path):
     run_id = runs.call("start_trial", trial_id="t1", run_uri=run_uri, params={"training.learning_rate": 1e-3})
     # A restarted trial continues the same run (its id is kept in the run's storage folder).
     assert runs.call("start_trial", trial_id="t1", run_uri=run_uri, params={}) == run_id
-    assert (tmp_path / "s" / "train-t1").is_dir() and build_tracking_uri(run_uri).endswith(".json")
+    assert read_json(build_tracking_uri(run_uri)) == {"run_id": run_id}
     runs.call("log_params", run_id, {"hf.eval_strategy": "epoch"})
     runs.call("log_metrics", run_id, [("eval_accuracy", 0.5, 1000, 4), ("eval_accuracy", 0.75, 2000, 8)])
     runs.call("set_terminated", run_id, "FINISHED")
