@@ -37,16 +37,31 @@ def is_mid_sweep(shown: dict) -> bool:
 
 
 class ShowWhileRunning(threading.Thread):
-    """Watches storage cheaply in this process; once the sweep is mid-way, runs the command."""
+    """Watches storage cheaply in this process; once the sweep is mid-way, runs the command.
+    Also notes the live actors' classes and reprs, as the dashboard's Actors page shows them
+    (after the sweep, the state API has at times listed none of the trial drivers)."""
 
     def __init__(self, sweep_dir):
         super().__init__(daemon=True)
         self.sweep_dir, self.shown, self.stop = sweep_dir, [], threading.Event()
+        self.actors: set[tuple[str, str]] = set()
 
     def run(self):
-        while not self.stop.is_set() and not any(is_mid_sweep(s) for s in self.shown):
+        from ray.util.state import list_actors
+
+        from ftplat.ray_internals import read_dashboard_url
+
+        while not self.stop.is_set():
             try:
-                if is_mid_sweep(read_sweep_status(str(self.sweep_dir)).to_dict()):
+                # Addressed: with none, the state API looks for any cluster on this host, and may find two.
+                alive = list_actors(address=f"http://{read_dashboard_url()}", filters=[("state", "=", "ALIVE")],
+                                    detail=True, limit=1000, raise_on_missing_output=False)
+                self.actors |= {(a.class_name, a.repr_name) for a in alive}
+            except Exception:  # noqa: BLE001  (the dashboard not serving yet)
+                pass
+            try:
+                if not any(is_mid_sweep(s) for s in self.shown) and \
+                        is_mid_sweep(read_sweep_status(str(self.sweep_dir)).to_dict()):
                     self.shown.append(run_show(self.sweep_dir))
             except Exception:  # noqa: BLE001  (not a sweep folder yet, or a file mid-write)
                 pass
@@ -54,8 +69,12 @@ class ShowWhileRunning(threading.Thread):
 
 
 def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentiment_data_dir, tmp_path, capfd,
-                                             caplog):
+                                             caplog, monkeypatch):
     caplog.set_level(logging.INFO, logger="ftplat")
+    # `sweeps show` reads Tune's saved state, which Tune writes at most every 10 s by default:
+    # about as long as the second tiny trial runs, so a sweep could end before any saved state
+    # showed it mid-way. Tune's controller runs in this process and reads this when it starts.
+    monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "1")
     storage = tmp_path / "storage"
     job, space = load_sweep_configs(None, None, [
         f"model.name_or_path={tiny_model_dir}", f"data.source={sentiment_data_dir}",
@@ -163,19 +182,11 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
 
     runs = ray.get(get_state_actor().get_train_runs.remote()).values()
     assert {f"train-{t['trial_id']}" for t in summary["trials"]} <= {r.name for r in runs}
-    # The Actors page's Repr column (and the driver's log prefix) names each trial's driver.
-    from ray.util.state import list_actors
-
-    from ftplat.ray_internals import read_dashboard_url
-
-    # Addressed: with none, the state API looks for any cluster on this host, and may find two.
-    drivers = list_actors(address=f"http://{read_dashboard_url()}", filters=[("class_name", "=", "ImplicitFunc")],
-                          detail=True, limit=1000, raise_on_missing_output=False)
-    assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= {a.repr_name for a in drivers}
-    # Tune's reports came over each driver's loopback channel: no queue actor per trial.
-    queues = list_actors(address=f"http://{read_dashboard_url()}", filters=[("class_name", "=", "_QueueActor")],
-                         limit=1000, raise_on_missing_output=False)
-    assert drivers and queues == []
+    # The Actors page's Repr column (and the driver's log prefix) names each trial's driver
+    # while it runs; Tune's reports came over each driver's loopback channel: no queue actor.
+    drivers = {name for cls, name in watcher.actors if cls == "ImplicitFunc"}
+    assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= drivers, watcher.actors
+    assert not any(cls == "_QueueActor" for cls, _ in watcher.actors), watcher.actors
 
     # `ftplat reproduce` runs a losing trial again from the records alone and gets its scores.
     from ftplat.cli.main import main as ftplat_main
