@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+from live_actors import LiveActors, list_live_actors
 from local_servers import find_free_port, run_server_process
 from mlflow import MlflowClient
 
@@ -27,7 +28,7 @@ def mlflow_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tracked_sweep(ray_cluster, mlflow_server, tiny_model_dir, sentiment_data_dir, tmp_path_factory):
+def tracked_sweep_run(ray_cluster, mlflow_server, tiny_model_dir, sentiment_data_dir, tmp_path_factory):
     storage = tmp_path_factory.mktemp("storage")
     job, space = load_sweep_configs(None, None, [
         f"model.name_or_path={tiny_model_dir}", f"data.source={sentiment_data_dir}",
@@ -42,8 +43,15 @@ def tracked_sweep(ray_cluster, mlflow_server, tiny_model_dir, sentiment_data_dir
         "search.parameters.training.warmup_steps={type: uniform, low: 0.0, high: 0.2}",
         "search.parameters.training.weight_decay={type: uniform, low: 0.0, high: 0.1}",
     ])
-    summary = run_sweep(job, space).to_dict()
-    return MlflowClient(mlflow_server), summary
+    with LiveActors() as live:
+        summary = run_sweep(job, space).to_dict()
+    return MlflowClient(mlflow_server), summary, live
+
+
+@pytest.fixture(scope="module")
+def tracked_sweep(tracked_sweep_run):
+    client, summary, _ = tracked_sweep_run
+    return client, summary
 
 
 def test_one_parent_and_one_child_per_trial(tracked_sweep):
@@ -65,16 +73,12 @@ def test_one_parent_and_one_child_per_trial(tracked_sweep):
     assert parent.data.params["job.training.num_train_epochs"] == "2.0"
 
 
-def test_one_actor_made_the_trials_calls_and_left_with_the_sweep(tracked_sweep):
+def test_one_actor_made_the_trials_calls_and_left_with_the_sweep(tracked_sweep_run):
     """The trials' drivers and rank 0s call the sweep's TrialRuns actor (they never import
     MLflow); the sweep kills it at its end, so a process running many sweeps keeps none."""
-    from ray.util.state import list_actors
-
-    from ftplat.ray_internals import read_dashboard_url
-
-    actors = list_actors(address=f"http://{read_dashboard_url()}", filters=[("class_name", "=", "TrialRuns")],
-                         limit=1000, raise_on_missing_output=False)
-    assert actors and {a.state for a in actors} == {"DEAD"}, [(a.actor_id, a.state) for a in actors]
+    _, _, live = tracked_sweep_run
+    assert len(live.named("TrialRuns")) == 1 and live.named("ImplicitFunc"), live.seen
+    assert list_live_actors(class_name="TrialRuns") == []
 
 
 def test_child_runs_hold_params_and_step_metrics(tracked_sweep):

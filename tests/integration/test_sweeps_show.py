@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from live_actors import LiveActors
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.tune.status import read_sweep_status
@@ -37,31 +38,16 @@ def is_mid_sweep(shown: dict) -> bool:
 
 
 class ShowWhileRunning(threading.Thread):
-    """Watches storage cheaply in this process; once the sweep is mid-way, runs the command.
-    Also notes the live actors' classes and reprs, as the dashboard's Actors page shows them
-    (after the sweep, the state API has at times listed none of the trial drivers)."""
+    """Watches storage cheaply in this process; once the sweep is mid-way, runs the command."""
 
     def __init__(self, sweep_dir):
         super().__init__(daemon=True)
         self.sweep_dir, self.shown, self.stop = sweep_dir, [], threading.Event()
-        self.actors: set[tuple[str, str]] = set()
 
     def run(self):
-        from ray.util.state import list_actors
-
-        from ftplat.ray_internals import read_dashboard_url
-
-        while not self.stop.is_set():
+        while not self.stop.is_set() and not any(is_mid_sweep(s) for s in self.shown):
             try:
-                # Addressed: with none, the state API looks for any cluster on this host, and may find two.
-                alive = list_actors(address=f"http://{read_dashboard_url()}", filters=[("state", "=", "ALIVE")],
-                                    detail=True, limit=1000, raise_on_missing_output=False)
-                self.actors |= {(a.class_name, a.repr_name) for a in alive}
-            except Exception:  # noqa: BLE001  (the dashboard not serving yet)
-                pass
-            try:
-                if not any(is_mid_sweep(s) for s in self.shown) and \
-                        is_mid_sweep(read_sweep_status(str(self.sweep_dir)).to_dict()):
+                if is_mid_sweep(read_sweep_status(str(self.sweep_dir)).to_dict()):
                     self.shown.append(run_show(self.sweep_dir))
             except Exception:  # noqa: BLE001  (not a sweep folder yet, or a file mid-write)
                 pass
@@ -87,7 +73,8 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     watcher = ShowWhileRunning(storage / "watched")
     watcher.start()
     try:
-        summary = run_sweep(job, space).to_dict()
+        with LiveActors() as live:
+            summary = run_sweep(job, space).to_dict()
     finally:
         watcher.stop.set()
         watcher.join()
@@ -184,9 +171,9 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     assert {f"train-{t['trial_id']}" for t in summary["trials"]} <= {r.name for r in runs}
     # The Actors page's Repr column (and the driver's log prefix) names each trial's driver
     # while it runs; Tune's reports came over each driver's loopback channel: no queue actor.
-    drivers = {name for cls, name in watcher.actors if cls == "ImplicitFunc"}
-    assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= drivers, watcher.actors
-    assert not any(cls == "_QueueActor" for cls, _ in watcher.actors), watcher.actors
+    drivers = {a.repr_name for a in live.named("ImplicitFunc")}
+    assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= drivers, live.seen
+    assert live.named("TrainController") and not live.named("_QueueActor"), live.seen
 
     # `ftplat reproduce` runs a losing trial again from the records alone and gets its scores.
     from ftplat.cli.main import main as ftplat_main
