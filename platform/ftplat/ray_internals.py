@@ -23,8 +23,11 @@ ftplat relies on a few things Ray does not promise to keep:
   first, which would start a dataset manager actor that nothing asks; every run skips the
   second, a detached cleaner actor per run, because the sweep driver does its job for all
   trials (``read_orphaned_train_placement_groups``).
+* Train V2's ``_initialize_and_run_controller`` and its ``TrainController`` (an async class Ray
+  makes an actor): ftplat's trainers run the controller in the trial driver's own process.
 * The GCS placement group table's creator fields (``PlacementGroupTableData``), which Ray's
-  public ``placement_group_table`` leaves out, and the class name in its actor table.
+  public ``placement_group_table`` leaves out, and the class names in its actor table (Tune's
+  ``ImplicitFunc`` for a trial driver).
 
 ``check_ray_version`` runs before a sweep or a checkpoint gc starts and refuses a Ray release
 these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the test suite
@@ -177,9 +180,22 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
     creates lives as long as its job, and Tune kills the trial driver, and with it the
     controller, of every trial it stops. ftplat's sweep driver removes those groups for all of
     its trials (``ftplat.tune.placement_groups``), so these classes are only for trial drivers.
+
+    Both run the run's ``TrainController`` in the calling process (the trial driver) instead of
+    an actor of its own. Train makes it a zero-CPU actor pinned to the caller's node that the
+    caller only waits on; as an actor it is one more fresh process per trial, whose start and
+    imports (about 2 s of a core) come before the controller can ask for the workers' placement
+    group. In the driver, the same coroutine runs on an event loop of the calling thread. The
+    run's placement group is then created by the trial driver (``TRIAL_DRIVER_CLASS``); Tune's
+    kill of a stopped trial's driver ends the controller and, through ownership, its workers,
+    as it did before. The workers' ``controller_actor`` handle names the trial driver: only
+    ``ray.train.get_all_reported_checkpoints`` calls it, and ftplat's workers never do.
     """
+    import asyncio
+
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
     from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+    from ray.train.v2._internal.execution.controller import TrainController
 
     if process_group:
         from ray.train.torch import TorchTrainer as base
@@ -190,6 +206,14 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
         def _create_default_callbacks(self):
             dropped = (PlacementGroupCleanerCallback,) + (() if self.datasets else (DatasetsCallback,))
             return [c for c in super()._create_default_callbacks() if not isinstance(c, dropped)]
+
+        def _initialize_and_run_controller(self, **controller_init_kwargs):
+            async def run():
+                controller = TrainController(**controller_init_kwargs)
+                await controller.run()
+                return controller.get_result()
+
+            return asyncio.run(run())
 
     LeanTrainer.__name__ = LeanTrainer.__qualname__ = f"Lean{base.__name__}"
     return LeanTrainer
@@ -292,8 +316,14 @@ def sort_trials_by_creation(trials: Iterable[Any]) -> list[Any]:
     return [trial for _, trial in sorted(enumerate(trials), key=key)]
 
 
-#: ``ActorTableData.class_name`` of Train V2's controller, the creator of a run's placement group.
+#: ``ActorTableData.class_name`` of Train V2's controller actor, the creator of a run's
+#: placement group when Train runs it as an actor of its own.
 TRAIN_CONTROLLER_CLASS = "TrainController"
+#: The class name of a Tune trial driver (``wrap_function``'s class): ftplat's lean trainers
+#: run the controller there, so it creates the trial's Train placement group.
+TRIAL_DRIVER_CLASS = "ImplicitFunc"
+#: Actors whose placement groups are a Train run's; the trial driver creates no other group.
+TRAIN_GROUP_CREATOR_CLASSES = frozenset({TRAIN_CONTROLLER_CLASS, TRIAL_DRIVER_CLASS})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -305,7 +335,9 @@ def _actor_class_name(actor_id_hex: str) -> str | None:
 
 def read_orphaned_train_placement_groups(job_id: str) -> tuple[list[str], int]:
     """The placement groups of job ``job_id`` whose Train controller died without removing them
-    (hex ids), and how many of the job's Train groups still have a live controller.
+    (hex ids), and how many of the job's Train groups still have a live controller. A group's
+    controller is its creator: a trial driver running it (``TRIAL_DRIVER_CLASS``) or Train's own
+    controller actor; no other actor of those classes creates a group.
 
     Ray frees a group an actor created only once both that actor and its job are dead; only
     the GCS table (not ``ray.util.placement_group_table``) says who created a group. Groups a
@@ -320,7 +352,7 @@ def read_orphaned_train_placement_groups(job_id: str) -> tuple[list[str], int]:
         row = Row.FromString(raw)
         creator = ray.ActorID(row.creator_actor_id)
         if (row.state == Row.REMOVED or row.is_detached or row.creator_job_id.hex() != job_id or creator.is_nil()
-                or _actor_class_name(creator.hex()) != TRAIN_CONTROLLER_CLASS):
+                or _actor_class_name(creator.hex()) not in TRAIN_GROUP_CREATOR_CLASSES):
             continue
         if row.creator_actor_dead:
             orphaned.append(ray.PlacementGroupID(row.placement_group_id).hex())

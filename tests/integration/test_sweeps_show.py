@@ -169,11 +169,17 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
 
     runs = ray.get(get_state_actor().get_train_runs.remote()).values()
     assert {f"train-{t['trial_id']}" for t in summary["trials"]} <= {r.name for r in runs}
+    # A run's controller is its trial's driver: the page links each run to that actor.
+    driver_ids = {a.actor_id for a in live.named("ImplicitFunc")}
+    assert {r.controller_actor_id for r in runs if r.name.startswith("train-")} <= driver_ids, live.seen
     # The Actors page's Repr column (and the driver's log prefix) names each trial's driver
-    # while it runs; Tune's reports came over each driver's loopback channel: no queue actor.
+    # while it runs. Each trial's Train controller ran inside its driver, and Tune's reports
+    # went from one to the other in that process: no controller actor, no queue actor; each
+    # run's workers and synchronization actor are Train's.
     drivers = {a.repr_name for a in live.named("ImplicitFunc")}
     assert {f"trial-{t['trial_id']}" for t in summary["trials"]} <= drivers, live.seen
-    assert live.named("TrainController") and not live.named("_QueueActor"), live.seen
+    assert not live.named("TrainController") and not live.named("_QueueActor"), live.seen
+    assert live.named("RayTrainWorker") and live.named("SynchronizationActor"), live.seen
 
     # `ftplat reproduce` runs a losing trial again from the records alone and gets its scores.
     from ftplat.cli.main import main as ftplat_main

@@ -198,6 +198,19 @@ def test_the_lean_trainers_drop_only_the_unused_datasets_callback_and_the_per_ru
     assert TrainController.__name__ == TRAIN_CONTROLLER_CLASS  # the class the GCS records for a run's creator
 
 
+def test_the_gcs_names_a_trial_driver_by_the_class_tune_wraps_its_function_in():
+    """A trial's Train placement group is created by its driver (the controller runs there):
+    the sweep driver tells those groups by the class name the GCS records, Tune's wrapper's."""
+    from ray import tune
+    from ray.tune.trainable.function_trainable import wrap_function
+
+    from ftplat.ray_internals import TRIAL_DRIVER_CLASS
+    from ftplat.tune.trial import train_driver_fn
+
+    trainable = tune.with_resources(tune.with_parameters(train_driver_fn, job={}), {"cpu": 1})
+    assert wrap_function(trainable).__name__ == TRIAL_DRIVER_CLASS
+
+
 @pytest.mark.parametrize("num_workers, deepspeed, process_group", [
     (1, None, False), (2, None, True), (1, {"zero_optimization": {"stage": 2}}, True),
 ])
@@ -248,12 +261,26 @@ def test_user_errors_are_value_errors_but_library_value_errors_are_not_user_erro
     assert not isinstance(ValueError("from a library"), UserError)
 
 
-def test_train_places_a_trials_controller_on_its_drivers_node():
-    """ftplat.tune.report_channel reaches the controller over loopback: Train 2.60 pins the
-    controller to the node of the process that calls ``fit()`` (the trial driver)."""
+def test_the_lean_trainers_run_trains_controller_in_the_calling_process():
+    """ftplat's trainers run Train's controller in the trial driver (``build_lean_trainer_class``)
+    with the arguments Train would give its actor; its reports reach Tune through a queue of
+    that process (``ftplat.tune.report_channel``). What that relies on in Train 2.60: ``fit()``
+    hands its controller's arguments to ``_initialize_and_run_controller``, and the controller
+    is a class whose ``run`` is a coroutine and whose ``get_result`` gives ``fit()``'s result."""
     import inspect
 
+    from ray.train.v2._internal.execution.controller import TrainController
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    source = inspect.getsource(DataParallelTrainer._initialize_and_run_controller)
-    assert "label_selector" in source and "ray.get_runtime_context().get_node_id()" in source
+    from ftplat.ray_internals import build_lean_trainer_class
+
+    fit = inspect.getsource(DataParallelTrainer.fit)
+    passed = {"train_fn_ref", "scaling_policy", "failure_policy", "train_run_context", "callbacks",
+              "validation_config"}
+    assert "self._initialize_and_run_controller(" in fit and all(f"{k}=" in fit for k in passed)
+    assert passed <= set(inspect.signature(TrainController.__init__).parameters)
+    assert inspect.iscoroutinefunction(TrainController.run) and not inspect.iscoroutinefunction(
+        TrainController.get_result)
+    for process_group in (True, False):
+        lean = build_lean_trainer_class(process_group=process_group)
+        assert "_initialize_and_run_controller" in vars(lean)  # not Train's, which starts an actor

@@ -1,8 +1,9 @@
 """Removing the placement groups of trials whose Train controller died, from the sweep driver.
 
 A Train run's controller creates the placement group of its workers and removes it when the run
-ends. When Tune stops a trial (ASHA) or a trial fails, Tune kills the trial's driver, the
-controller it owns dies with it, and the group stays: Ray frees a group an actor created only
+ends; ftplat runs it in the trial's driver (``build_lean_trainer_class``). When Tune stops a
+trial (ASHA) or a trial fails, Tune kills the trial's driver, the controller dies with it, and
+the group stays: Ray frees a group an actor created only
 when its job ends too, which for a sweep is its end. Until then its CPUs and GPUs are lost to
 the next trials. Train's answer is a detached cleaner actor per run; ftplat's trial drivers
 leave it out (``build_lean_trainer_class``) and this Tune callback does the same job for all

@@ -15,7 +15,7 @@ from typing import Any
 TIMELINE_PARTS = (
     # MLflow child run, config checks, snapshot repair
     ("driver_setup", "driver.started", "driver.fit_started"),
-    # Train controller and worker processes, placement, process group
+    # Train controller, worker processes, placement, process group
     ("train_startup", "driver.fit_started", "worker.entered"),
     # the worker's imports of torch, transformers and ftplat's training modules
     ("worker_imports", "worker.entered", "worker.started"),
