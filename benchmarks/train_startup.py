@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 
 from _common import parse_env  # noqa: E402
 
-#: What ftplat's trial driver sets before it calls fit() (tune/trial.py, ray_internals.py).
+#: What ftplat's trial driver sets before it calls fit() (tune/trial.py, ray_internals/train_runs.py).
 FTPLAT_ENV = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}
 
 

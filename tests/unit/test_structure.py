@@ -137,11 +137,12 @@ def _ray_internal_uses(tree: ast.Module) -> set[str]:
     return uses
 
 
-def test_ray_internals_are_reached_from_one_module():
+def test_ray_internals_are_reached_from_one_package():
     modules = _modules()
-    assert _ray_internal_uses(modules["ftplat.ray_internals"])  # the check sees what it looks for
-    found = {name: uses for name, tree in modules.items()
-             if name != "ftplat.ray_internals" and (uses := _ray_internal_uses(tree))}
+    inside = {name for name in modules if name == "ftplat.ray_internals" or name.startswith("ftplat.ray_internals.")}
+    assert all(_ray_internal_uses(modules[f"ftplat.ray_internals.{m}"])  # the check sees what it looks for
+               for m in ("train_runs", "tune_trials", "cluster"))
+    found = {name: uses for name, tree in modules.items() if name not in inside and (uses := _ray_internal_uses(tree))}
     assert not found
 
 
@@ -196,6 +197,24 @@ def test_the_lean_trainers_drop_only_the_unused_datasets_callback_and_the_per_ru
         assert build(lean, datasets=datasets) == [c for c in build(base, datasets=datasets)
                                                   if c is not PlacementGroupCleanerCallback]
     assert TrainController.__name__ == TRAIN_CONTROLLER_CLASS  # the class the GCS records for a run's creator
+
+
+def test_the_sweep_starts_the_autoscaling_coordinator_train_asks():
+    """The sweep driver starts Train's autoscaling coordinator before the first trial asks for
+    it (``run_start_autoscaling_coordinator``): the same function Train's client calls, whose
+    actor has a fixed name and is taken when it exists."""
+    import inspect
+
+    from ray.data._internal.cluster_autoscaler import default_autoscaling_coordinator as coordinator
+    from ray.train.v2._internal.execution.scaling_policy import autoscaling_coordinator_client as client
+
+    from ftplat.ray_internals import train_runs
+
+    assert client.get_or_create_autoscaling_coordinator is coordinator.get_or_create_autoscaling_coordinator
+    assert "get_or_create_autoscaling_coordinator()" in inspect.getsource(client.TrainAutoscalingCoordinatorClient)
+    made = inspect.getsource(coordinator.get_or_create_autoscaling_coordinator)
+    assert 'name="AutoscalingCoordinator"' in made and "get_if_exists=True" in made
+    assert "get_or_create_autoscaling_coordinator()" in inspect.getsource(train_runs.run_start_autoscaling_coordinator)
 
 
 def test_the_gcs_names_a_trial_driver_by_the_class_tune_wraps_its_function_in():

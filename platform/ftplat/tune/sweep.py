@@ -16,7 +16,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.environment import scoped_environ
 from ftplat.layout import build_summary_uri, build_sweep_config_uri, read_trial_finished
-from ftplat.ray_internals import read_dashboard_url, read_trial_error
+from ftplat.ray_internals import read_dashboard_url, read_trial_error, run_start_autoscaling_coordinator
 from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
 from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, read_alive_node_resources, run_ray_init
 from ftplat.storage import check_writable, path_exists, write_json
@@ -182,6 +182,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     try:
         check_cluster_fits(job)
         check_writable(job.storage.storage_path)
+        run_start_autoscaling_coordinator()
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
             write_json(build_sweep_config_uri(sweep_path), redact_config(config_json))

@@ -1,0 +1,104 @@
+"""What ftplat reads of Tune's trials and experiment state that Tune does not publish."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow.fs as pafs
+
+#: ``ray.air.constants.EXPR_RESULT_FILE``: Tune's results of one trial, a JSON object a line.
+TUNE_RESULT_FILE = "result.json"
+
+
+def read_missing_tune_state(sweep_path: str) -> str | None:
+    """What ``tune.Tuner.restore`` would miss in ``sweep_path``, None when it can restore it.
+
+    ``Tuner.can_restore`` looks for ``tuner.pkl`` only, written when the tuner is built; the
+    restore also needs an experiment state file, which Tune writes once ``fit`` runs, and
+    fails without one after the cluster has started (Ray names the file only privately).
+    """
+    from ray import tune
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+    from ray.tune.execution.tune_controller import TuneController
+
+    if not tune.Tuner.can_restore(sweep_path):
+        return "tuner.pkl"
+    if _find_newest_experiment_checkpoint(sweep_path) is None:
+        return TuneController.CKPT_FILE_TMPL.format("<time>")
+    return None
+
+
+def read_trial_error(trial) -> str | None:
+    """The last line of a failed Tune trial's error file, None when it did not fail."""
+    name = trial.run_metadata.error_filename
+    if not name:
+        return None
+
+    def last_line(data: bytes) -> str:
+        lines = [ln for ln in data.decode(errors="replace").splitlines() if ln.strip()]
+        return lines[-1] if lines else "error"
+
+    # Tune writes the file on the driver first (Trial.error_file) and copies it to storage at
+    # its next sync: a callback told of the error finds it only in the first place.
+    try:
+        local = trial.error_file
+    except Exception:  # noqa: BLE001 - a Trial outside a Ray session has no driver staging folder
+        local = None
+    if local and os.path.isfile(local):
+        with open(local, "rb") as src:
+            return last_line(src.read())
+    try:
+        fs = trial.storage.storage_filesystem
+        with fs.open_input_stream(posixpath.join(trial.storage.trial_fs_path, name)) as src:
+            return last_line(src.read())
+    except OSError:
+        return "error (details in the trial folder)"
+
+
+def read_trial_result_rows(trial) -> list[dict] | None:
+    """Every result Tune recorded for ``trial`` (its ``result.json`` in storage, which a
+    ``--resume`` keeps), oldest first; None when the trial has no storage folder yet."""
+    storage = getattr(trial, "storage", None)
+    if storage is None or storage.trial_dir_name is None:
+        return None
+    fs, path = storage.storage_filesystem, posixpath.join(storage.trial_fs_path, TUNE_RESULT_FILE)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return []
+    with fs.open_input_stream(path) as src:
+        lines = src.read().decode("utf-8").splitlines()
+    # A driver killed mid-write can leave a torn last line: the rows before it still count.
+    rows = []
+    for line in lines:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def _creation_index(experiment_tag: str | None) -> int | None:
+    head = (experiment_tag or "").split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def sort_trials_by_creation(trials: Iterable[Any]) -> list[Any]:
+    """Tune trials in the order their search algorithm created them.
+
+    Ties between equal scores go to the earlier trial, so every place that ranks trials (the
+    summary's winner, retention during and after the sweep) must see one order. Neither of
+    Tune's lists gives it: the experiment state stores trials in the iteration order of a
+    set of trials waiting to be saved, so ``ExperimentAnalysis.trials`` (and a resumed
+    controller's list) can swap trials created together. Both of Tune's proposers start every
+    ``experiment_tag`` with their running count; trials without one keep their given order, last.
+    """
+
+    def key(item: tuple[int, Any]) -> tuple[bool, int, int]:
+        given, trial = item
+        created = _creation_index(getattr(trial, "experiment_tag", None))
+        return (created is None, created or 0, given)
+
+    return [trial for _, trial in sorted(enumerate(trials), key=key)]
