@@ -214,7 +214,7 @@ def test_complete_model_folders_pass_the_model_check(tmp_path, tiny_model_dir):
     import shutil
 
     from ftplat.errors import UserError
-    from ftplat.train.modeling import check_model_dir
+    from ftplat.config.model_files import check_model_dir
 
     check_model_dir(ModelConfig(name_or_path=str(tiny_model_dir)))
     check_model_dir(ModelConfig(name_or_path="bert-base-uncased"))  # a hub id: nothing local to check

@@ -354,7 +354,8 @@ def test_data_preparation_and_a_training_epoch(kind, mlm_dir, llama_dirs, tmp_pa
 
 
 def test_an_mlm_model_seeds_a_text_classification_model(mlm_dir):
-    from ftplat.train.modeling import build_model, check_model_dir
+    from ftplat.config.model_files import check_model_dir
+    from ftplat.train.modeling import build_model
 
     job = make_job({"type": "text-classification"}, {"name_or_path": str(mlm_dir)})
     check_model_dir(job.model)

@@ -7,18 +7,9 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from ftplat.config.model_files import TOKENIZER_FILES, has_tokenizer_files
 from ftplat.config.schema import ModelConfig, looks_like_local_path
 from ftplat.errors import UserError
-
-#: Files ``save_pretrained`` writes for a tokenizer; a model folder needs at least one. Without
-#: any, transformers builds a tokenizer from config.json alone whose vocabulary is empty, and
-#: every text becomes unknown tokens (a sweep then trains to chance).
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
-                   "sentencepiece.bpe.model", "tokenizer.model")
-
-
-def has_tokenizer_files(folder: Path) -> bool:
-    return any((folder / name).is_file() for name in TOKENIZER_FILES)
 
 
 def build_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:

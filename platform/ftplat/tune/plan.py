@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.ray_internals import check_ray_version
@@ -119,8 +120,6 @@ def check_dry_run(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> 
     against this machine, and a local model folder. The tracking server is not probed (a local
     store would be created) and the data is not read (a hub dataset would be downloaded).
     Returns the sweep path and the warnings."""
-    from ftplat.train.modeling import check_model_dir
-
     check_ray_version()
     build_scheduler(space, job)
     check_model_dir(job.model)

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
@@ -129,7 +130,6 @@ def check_trial_fits_this_machine(job: JobConfig) -> list[str]:
 def build_sweep_data(job: JobConfig) -> TokenizedData:
     """The model folder checked, and the data read, checked and tokenized."""
     from ftplat.data.preparation import build_tokenized_tables  # imports torch and transformers
-    from ftplat.train.modeling import check_model_dir
 
     check_model_dir(job.model)
     return build_tokenized_tables(job)
