@@ -168,10 +168,12 @@ def test_show_while_the_sweep_runs_and_after(ray_cluster, tiny_model_dir, sentim
     from ray.train.v2._internal.state.state_actor import get_state_actor
 
     runs = ray.get(get_state_actor().get_train_runs.remote()).values()
-    assert {f"train-{t['trial_id']}" for t in summary["trials"]} <= {r.name for r in runs}
-    # A run's controller is its trial's driver: the page links each run to that actor.
+    names = {f"train-{t['trial_id']}" for t in summary["trials"]}
+    assert names <= {r.name for r in runs}
+    # A run's controller is its trial's driver: the page links each run to that actor. (The
+    # state actor is the cluster's: it also lists the runs of other tests' sweeps.)
     driver_ids = {a.actor_id for a in live.named("ImplicitFunc")}
-    assert {r.controller_actor_id for r in runs if r.name.startswith("train-")} <= driver_ids, live.seen
+    assert {r.controller_actor_id for r in runs if r.name in names} <= driver_ids, live.seen
     # The Actors page's Repr column (and the driver's log prefix) names each trial's driver
     # while it runs. Each trial's Train controller ran inside its driver, and Tune's reports
     # went from one to the other in that process: no controller actor, no queue actor; each
