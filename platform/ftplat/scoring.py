@@ -8,6 +8,8 @@
 * **The winner** among trials, as ``ExperimentAnalysis.get_best_trial(metric, mode, scope)``.
 * **The ranking** of trials that retention uses: best first, non-finite scores last.
 * **A trial's best checkpoint**, Hugging Face's rule (``Trainer._determine_best_metric``).
+* **A report**: what each evaluation reports to Ray (its metrics and the running scope
+  objective); the trial driver of a trial that had already finished reports its last again.
 
 Ties always go to the earlier item in the order given; callers pass trials in creation order
 (``ray_internals.sort_trials_by_creation``), so the winner and retention agree on ties.
@@ -21,6 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ftplat.errors import UserError
+from ftplat.layout import build_checkpoint_name
+from ftplat.records import CHECKPOINT_NAME_KEY, OBJECTIVE_KEY
 
 SCOPES = ("last", "avg", "last-5-avg", "last-10-avg", "all")
 MODES = ("max", "min")
@@ -142,3 +146,31 @@ def select_hf_best(items: Iterable[T], value_of: Callable[[T], float | None], gr
         if (value > bound) if greater_is_better else (value < bound):
             best, bound = item, value
     return best
+
+
+def build_report_metrics(log_history: list[dict], *, metric: str, mode: str, scope: str, step: int) -> dict:
+    """Metrics of the latest evaluation plus the running scope objective and the last train loss."""
+    evals = [entry for entry in log_history if metric in entry]
+    assert evals, f"on_save without a preceding evaluation logging {metric}"
+    losses = [entry["loss"] for entry in log_history if "loss" in entry]
+    return build_evaluation_report(evals, train_loss=losses[-1] if losses else None, metric=metric, mode=mode,
+                                   scope=scope, step=step)
+
+
+def build_evaluation_report(evals: list[dict], *, train_loss: float | None, metric: str, mode: str, scope: str,
+                            step: int) -> dict:
+    """What is reported of the last of ``evals`` (each logging ``metric``, in order)."""
+    latest = evals[-1]
+    stats = compute_scope_stats(enumerate((e[metric] for e in evals), start=1))
+    metrics = {k: v for k, v in latest.items() if k.startswith("eval_") or k == "epoch"}
+    if train_loss is not None:
+        metrics["train_loss"] = train_loss
+    metrics.update(
+        {
+            "step": step,
+            "num_evaluations": len(evals),
+            OBJECTIVE_KEY: scope_score(stats, scope, mode),
+            CHECKPOINT_NAME_KEY: build_checkpoint_name(step),
+        }
+    )
+    return metrics

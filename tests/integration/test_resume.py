@@ -65,6 +65,7 @@ def test_killed_driver_resumes(tiny_model_dir, sentiment_data_dir, tmp_path):
 
     second = subprocess.run(build_command(tiny_model_dir, sentiment_data_dir, storage, "--resume"), cwd=REPO,
                             env=env, capture_output=True, text=True, timeout=900)
+    (tmp_path / "second.log").write_text(second.stdout + second.stderr)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "Winner (scope=last)" in second.stdout
 

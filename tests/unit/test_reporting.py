@@ -2,7 +2,8 @@
 
 import pytest
 
-from ftplat.train.reporting import OBJECTIVE_KEY, build_report_metrics
+from ftplat.records import OBJECTIVE_KEY
+from ftplat.scoring import build_report_metrics
 from ftplat.scoring import SCOPES, compute_scope_scores
 
 

@@ -1,6 +1,7 @@
 """Search-space conversion to Tune/Optuna, the scheduler, and the HF arguments."""
 
 import math
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -134,16 +135,19 @@ def _run_asha(scheduler, rewards: dict[str, list[float]]) -> tuple[list[tuple[st
     once a trial stops or runs out); return the decisions and the rungs' records."""
     scheduler.set_search_properties("objective", "max")
     trials = {tid: _Trial(tid) for tid in rewards}
+    # ftplat's schedulers ask the controller for a state save on trial events (what it saves:
+    # test_experiment_state_saves); Ray's ignore it.
+    controller = SimpleNamespace(_checkpoint_manager=SimpleNamespace(_should_force_sync_up=False))
     for trial in trials.values():
-        scheduler.on_trial_add(None, trial)
+        scheduler.on_trial_add(controller, trial)
     decisions, live = [], dict.fromkeys(rewards)
     for it in range(1, max(len(r) for r in rewards.values()) + 1):
         for tid in list(live):
             result = {"training_iteration": it, "objective": rewards[tid][it - 1]}
-            decision = scheduler.on_trial_result(None, trials[tid], result)
+            decision = scheduler.on_trial_result(controller, trials[tid], result)
             decisions.append((tid, it, decision))
             if decision == TrialScheduler.STOP or it == len(rewards[tid]):
-                scheduler.on_trial_complete(None, trials[tid], result)
+                scheduler.on_trial_complete(controller, trials[tid], result)
                 del live[tid]
     return decisions, [(milestone, dict(recorded)) for milestone, recorded in scheduler._brackets[0]._rungs]
 

@@ -12,7 +12,9 @@ ftplat relies on a few things Ray does not promise to keep:
   private cluster are told its address, or with several clusters on a host Train V2's
   placement-group cleaner can look up the wrong one and remove a live trial's resources.
 * Tune's experiment state file (found with ``_find_newest_experiment_checkpoint``): a
-  ``--resume`` is refused before Ray starts when ``Tuner.restore`` would not find one.
+  ``--resume`` is refused before Ray starts when ``Tuner.restore`` would not find one. And the
+  flag that makes Tune save that state at the end of a step (``_should_force_sync_up`` of its
+  experiment checkpoint manager): ftplat's schedulers set it when a trial is added or ends.
 * A Tune trial's ``run_metadata.error_filename`` and ``storage`` (the last line of a failed
   trial's error file goes into the summary; live retention reads the trial's ``result.json``
   after a resume, as the summary does).
@@ -69,6 +71,7 @@ from ftplat.ray_internals.tune_trials import (  # noqa: F401
     read_missing_tune_state,
     read_trial_error,
     read_trial_result_rows,
+    request_experiment_state_save,
     sort_trials_by_creation,
 )
 

@@ -32,6 +32,21 @@ def read_missing_tune_state(sweep_path: str) -> str | None:
     return None
 
 
+def request_experiment_state_save(tune_controller: Any) -> None:
+    """Make Tune save its experiment state at the end of its current step, whatever its period.
+
+    Tune saves the state ``--resume`` restores from every 10 s at most (``auto`` period). A
+    trial added since the last save is unknown to a resumed sweep, which makes a new trial in
+    its place (the lost one's MLflow run and checkpoints left orphaned); a trial that ended
+    since is restarted. A scheduler is told of both with the controller (a restricted view
+    when a trial is added), and Tune's own per-checkpoint trigger uses this flag.
+    """
+    controller = getattr(tune_controller, "_tune_controller", tune_controller)
+    manager = controller._checkpoint_manager
+    assert hasattr(manager, "_should_force_sync_up"), "Tune's experiment checkpoint manager changed"
+    manager._should_force_sync_up = True
+
+
 def read_trial_error(trial) -> str | None:
     """The last line of a failed Tune trial's error file, None when it did not fail."""
     name = trial.run_metadata.error_filename

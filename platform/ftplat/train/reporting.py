@@ -17,30 +17,8 @@ import torch.distributed as dist
 from transformers import TrainerCallback
 
 from ftplat.checkpoints.sizes import build_checkpoint_bytes
-from ftplat.layout import build_checkpoint_name
-from ftplat.records import CHECKPOINT_NAME_KEY, OBJECTIVE_KEY
-from ftplat.scoring import compute_scope_stats, scope_score
-
-
-def build_report_metrics(log_history: list[dict], *, metric: str, mode: str, scope: str, step: int) -> dict:
-    """Metrics of the latest evaluation plus the running scope objective and the last train loss."""
-    evals = [entry for entry in log_history if metric in entry]
-    assert evals, f"on_save without a preceding evaluation logging {metric}"
-    latest = evals[-1]
-    stats = compute_scope_stats(enumerate((e[metric] for e in evals), start=1))
-    metrics = {k: v for k, v in latest.items() if k.startswith("eval_") or k == "epoch"}
-    losses = [entry["loss"] for entry in log_history if "loss" in entry]
-    if losses:
-        metrics["train_loss"] = losses[-1]
-    metrics.update(
-        {
-            "step": step,
-            "num_evaluations": len(evals),
-            OBJECTIVE_KEY: scope_score(stats, scope, mode),
-            CHECKPOINT_NAME_KEY: build_checkpoint_name(step),
-        }
-    )
-    return metrics
+from ftplat.records import CHECKPOINT_NAME_KEY
+from ftplat.scoring import build_report_metrics
 
 
 class RayScopeReportCallback(TrainerCallback):

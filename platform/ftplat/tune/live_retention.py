@@ -30,7 +30,8 @@ from ftplat.ray_internals import read_trial_result_rows, sort_trials_by_creation
 from ftplat.records import CHECKPOINT_NAME_KEY, TrialRecord
 from ftplat.scoring import compute_history_stats, scope_score
 from ftplat.storage import write_json
-from ftplat.tune.summary import build_history_row, build_trial_history, read_trainer_state_evals, read_trial_history_file
+from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
+from ftplat.tune.summary import build_history_row, build_trial_history
 
 logger = logging.getLogger(__name__)
 

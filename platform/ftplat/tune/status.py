@@ -33,7 +33,8 @@ from ftplat.records import CHECKPOINT_NAME_KEY, SweepSummary, TrialRecord, clean
 from ftplat.scoring import compute_history_stats, is_finite_score, rank_by_score, scope_score
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
 from ftplat.tune.live_retention import build_live_trial_record, is_history_incomplete
-from ftplat.tune.summary import build_history_row, read_trainer_state_evals, read_trial_history_file
+from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
+from ftplat.tune.summary import build_history_row
 
 #: Longer than the sweep driver ever waits between two saves of Tune's state (every 10 s, or
 #: 19 times what a save takes) while it runs.

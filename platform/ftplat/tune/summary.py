@@ -17,11 +17,9 @@ from ftplat.tune.accounting import (build_trial_cost, build_trial_reservation, f
 from ftplat.layout import (
     build_checkpoint_name,
     build_train_run_uri,
-    build_trial_history_uri,
     build_trial_result_uri,
-    parse_checkpoint_step,
 )
-from ftplat.ray_internals import SNAPSHOT_FILE, read_trial_error, select_snapshot_names, sort_trials_by_creation
+from ftplat.ray_internals import read_trial_error, sort_trials_by_creation
 from ftplat.records import (
     CHECKPOINT_NAME_KEY,
     HISTORY_KEYS,
@@ -35,50 +33,13 @@ from ftplat.records import (
 )
 from ftplat.scoring import (SCOPES, compute_history_stats, is_finite_score, scope_score, select_best,
                              select_hf_best)
-from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, read_text
+from ftplat.storage import join_uri, path_exists, read_json
+from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
 from ftplat.tracking.runs import redact_text
 
 
 def _read_train_result(run_uri: str) -> dict | None:
     uri = build_trial_result_uri(run_uri)
-    return read_json(uri) if path_exists(uri) else None
-
-
-def read_trainer_state_evals(run_uri: str, metric: str) -> list[dict] | None:
-    """Evaluation entries of the ``trainer_state.json`` of a Train run's latest checkpoint.
-
-    After a restart Tune's history of a trial begins again where the run resumed, but the
-    Trainer's own log history, restored from the checkpoint, still holds every evaluation
-    (and none of those a crash rolled back). The latest is the one Ray's snapshot registers:
-    a newer folder can be an upload cut short, whose Trainer state names evaluations nobody
-    reported. Without a snapshot, the newest folder. Returns [] when the run has no
-    checkpoint, None when it has some but no readable Trainer state (history unknown).
-    """
-    folders = list_dir_names(run_uri)
-    snapshot_uri = join_uri(run_uri, SNAPSHOT_FILE)
-    names = folders
-    if path_exists(snapshot_uri):
-        with_snapshot = select_snapshot_names(read_text(snapshot_uri))
-        names = [n for n in folders if n in with_snapshot]
-    candidates = sorted((s, n) for n in names if (s := parse_checkpoint_step(n)) is not None)
-    if not candidates:
-        return [] if not any(parse_checkpoint_step(n) is not None for n in folders) else None
-    for _, name in reversed(candidates):
-        uri = join_uri(run_uri, name, "trainer_state.json")
-        try:
-            state = read_json(uri) if path_exists(uri) else None
-        except (OSError, ValueError):  # half written or half deleted
-            state = None
-        if state is not None:
-            return [e for e in state.get("log_history", []) if metric in e]
-    return None
-
-
-def read_trial_history_file(run_uri: str) -> list[dict] | None:
-    """The complete history live retention wrote for a finished trial before deleting any of
-    its checkpoints (which hold the Trainer states the history could otherwise be rebuilt
-    from); None when there is none."""
-    uri = build_trial_history_uri(run_uri)
     return read_json(uri) if path_exists(uri) else None
 
 

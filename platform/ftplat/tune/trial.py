@@ -15,12 +15,14 @@ from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
 from ftplat.layout import build_train_run_name, build_trial_result_uri
+from ftplat.scoring import build_evaluation_report
 from ftplat.ray_internals import (PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_ENV, build_lean_trainer_class,
                                   run_disable_train_print_patch)
-from ftplat.storage import join_uri, write_json
+from ftplat.storage import join_uri, path_exists, write_json
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.trial_runs import RemoteTrialRuns
 from ftplat.tune.report_channel import ReportChannel
+from ftplat.tune.run_history import read_finished_evaluations
 from ftplat.tune.timeline import build_trial_timeline
 from ftplat.train.entry import train_fn_per_worker
 
@@ -102,6 +104,15 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
+    finished = read_finished_report(join_uri(sweep_path, run_name), objective)
+    if finished is not None:
+        # The trial trained to its end, but the sweep stopped before Tune saved it as
+        # terminated: on --resume its last evaluation ends it again, with nothing trained
+        # and nothing in storage or MLflow touched.
+        logger.info("Trial %s had finished before the sweep stopped; its last evaluation (step %s) is reported "
+                    "again, nothing is trained", trial_id, finished["step"])
+        ray.tune.report(finished)
+        return
     loop_config = {"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref,
                    "deepspeed": (deepspeed_configs or {}).get(trial_job.training.deepspeed)}
     # A tracking server that fails costs the trial its MLflow run, never the trial itself.
@@ -146,6 +157,23 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     record["timeline_s"] = build_trial_timeline(clock, record.pop("worker_clock", None))
     write_json(build_trial_result_uri(join_uri(sweep_path, run_name)),
                {**record, "driver_wall_s": round(time.perf_counter() - started, 3)})
+
+
+def read_finished_report(run_uri: str, objective: dict[str, Any]) -> dict | None:
+    """The report of a trial's last evaluation when its driver had written the training record
+    (``trial_result.json``: it trained to its end), else None. Also None when its evaluations
+    cannot be read: the Train run is then restored and reports it (``RayScopeReportCallback``)."""
+    if not path_exists(build_trial_result_uri(run_uri)):
+        return None
+    found = read_finished_evaluations(run_uri, objective["metric"])
+    if found is None:
+        return None
+    evals, train_loss = found
+    step = evals[-1].get("step")
+    if step is None:
+        return None
+    return build_evaluation_report(evals, train_loss=train_loss, metric=objective["metric"], mode=objective["mode"],
+                                   scope=objective["scope"], step=int(step))
 
 
 class TrialNamedActor:

@@ -1,0 +1,77 @@
+"""A Train run's evaluation history as storage keeps it: the Trainer state of its latest
+registered checkpoint, and the ``history.json`` live retention writes for a finished trial.
+
+The summary, live retention and ``sweeps show`` rebuild histories from these, and a trial
+driver that finds its trial already finished reports its last evaluation from them. Reads only.
+"""
+
+from __future__ import annotations
+
+from ftplat.layout import build_trial_history_uri, parse_checkpoint_step
+from ftplat.ray_internals import SNAPSHOT_FILE, select_snapshot_names
+from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, read_text
+
+
+def read_trainer_state_log(run_uri: str) -> list[dict] | None:
+    """The log history in the ``trainer_state.json`` of a Train run's latest checkpoint.
+
+    After a restart Tune's history of a trial begins again where the run resumed, but the
+    Trainer's own log history, restored from the checkpoint, still holds every evaluation
+    (and none of those a crash rolled back). The latest is the one Ray's snapshot registers:
+    a newer folder can be an upload cut short, whose Trainer state names evaluations nobody
+    reported. Without a snapshot, the newest folder. Returns [] when the run has no
+    checkpoint, None when it has some but no readable Trainer state (history unknown).
+    """
+    folders = list_dir_names(run_uri)
+    snapshot_uri = join_uri(run_uri, SNAPSHOT_FILE)
+    names = folders
+    if path_exists(snapshot_uri):
+        with_snapshot = select_snapshot_names(read_text(snapshot_uri))
+        names = [n for n in folders if n in with_snapshot]
+    candidates = sorted((s, n) for n in names if (s := parse_checkpoint_step(n)) is not None)
+    if not candidates:
+        return [] if not any(parse_checkpoint_step(n) is not None for n in folders) else None
+    for _, name in reversed(candidates):
+        uri = join_uri(run_uri, name, "trainer_state.json")
+        try:
+            state = read_json(uri) if path_exists(uri) else None
+        except (OSError, ValueError):  # half written or half deleted
+            state = None
+        if state is not None:
+            return list(state.get("log_history", []))
+    return None
+
+
+def read_trainer_state_evals(run_uri: str, metric: str) -> list[dict] | None:
+    """The evaluation entries (those logging ``metric``) of ``read_trainer_state_log``."""
+    log = read_trainer_state_log(run_uri)
+    return None if log is None else [e for e in log if metric in e]
+
+
+def read_trial_history_file(run_uri: str) -> list[dict] | None:
+    """The complete history live retention wrote for a finished trial before deleting any of
+    its checkpoints (which hold the Trainer states the history could otherwise be rebuilt
+    from); None when there is none."""
+    uri = build_trial_history_uri(run_uri)
+    return read_json(uri) if path_exists(uri) else None
+
+
+def read_finished_evaluations(run_uri: str, metric: str) -> tuple[list[dict], float | None] | None:
+    """Every evaluation of a trial that trained to its end, in order, and its last train loss.
+
+    ``history.json`` when live retention wrote it (retention may have deleted checkpoints since);
+    else the Trainer state of the latest registered checkpoint, which during and right after a
+    trial is its last one (the Trainer's rotation never deletes the newest), so it holds every
+    evaluation. None when neither can be read.
+    """
+    rows = read_trial_history_file(run_uri)
+    if rows:
+        evals = [r for r in rows if metric in r]
+        losses = [r["train_loss"] for r in evals if r.get("train_loss") is not None]
+        return (evals, losses[-1] if losses else None) if evals else None
+    log = read_trainer_state_log(run_uri)
+    evals = [e for e in log or [] if metric in e]
+    if not evals:
+        return None
+    losses = [e["loss"] for e in log if "loss" in e]
+    return evals, losses[-1] if losses else None
