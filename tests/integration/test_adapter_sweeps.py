@@ -150,11 +150,14 @@ def test_lora_export_merged_and_adapter_only_predict_alike(lora_sweep, tiny_mode
 def test_killed_sweep_resumes_the_adapter_run(tiny_model_dir, sentiment_data_dir, tmp_path):
     storage = tmp_path / "storage"
     sweep = storage / "lora-resume"
+    # Trials run one at a time and train in seconds: the data is sized so that the second
+    # trial's time between its first checkpoint and its end outlasts the poll below.
+    train_size = 1536
     command = [
         sys.executable, "jobs/imdb_sweep.py", "--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir),
         "--storage", str(storage), "--name", "lora-resume", "--search-space", "search_spaces/smoke.yaml",
         "model.peft={method: lora, r: 4}", "search.num_samples=2", "data.max_length=32",
-        "data.train_size=512", "data.eval_size=128", "training.num_train_epochs=3.0",
+        f"data.train_size={train_size}", "data.eval_size=128", "training.num_train_epochs=3.0",
         "training.per_device_train_batch_size=16", "tracking.enabled=false", "resources.local_num_cpus=3",
     ]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
@@ -169,7 +172,7 @@ def test_killed_sweep_resumes_the_adapter_run(tiny_model_dir, sentiment_data_dir
         while not second_trial_checkpointed():
             assert time.time() < deadline, "timed out waiting for trial 1 to finish and trial 2 to checkpoint"
             assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-            time.sleep(1)
+            time.sleep(0.1)
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
@@ -182,7 +185,7 @@ def test_killed_sweep_resumes_the_adapter_run(tiny_model_dir, sentiment_data_dir
     assert "Resuming from" in second.stdout + second.stderr  # the adapter run continued, not restarted
     summary = json.loads((sweep / "summary.json").read_text())
     assert summary["status_counts"] == {"TERMINATED": 2}
-    steps = 512 // 16
+    steps = train_size // 16
     for trial in summary["trials"]:
         assert [r["epoch"] for r in trial["history"]] == [1.0, 2.0, 3.0], "no duplicated or missing epochs"
         assert trial["train_result"]["global_step"] == 3 * steps

@@ -25,7 +25,7 @@ def build_command(model_dir, data_dir, storage, *extra):
     return [
         sys.executable, "jobs/imdb_sweep.py", "--model", str(model_dir), "--dataset", str(data_dir),
         "--storage", str(storage), "--name", "resumable", "--search-space", "search_spaces/smoke.yaml",
-        "search.num_samples=3", "data.max_length=48", "data.train_size=512", "data.eval_size=128",
+        "search.num_samples=3", "data.max_length=48", "data.train_size=1536", "data.eval_size=128",
         "training.num_train_epochs=3.0", "training.per_device_train_batch_size=8",
         "resources.local_num_cpus=3", *extra,
     ]
@@ -36,7 +36,7 @@ def wait_for(predicate, timeout, what):
     while time.time() < deadline:
         if predicate():
             return
-        time.sleep(1)
+        time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -50,7 +50,11 @@ def test_killed_driver_resumes(tiny_model_dir, sentiment_data_dir, tmp_path):
     first = subprocess.Popen(build_command(tiny_model_dir, sentiment_data_dir, storage), cwd=REPO, env=env,
                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
+        # Trials run one at a time; a tiny trial trains in seconds, so the moment between the
+        # second trial's first checkpoint and its end is short: the data is sized to stretch it,
+        # and the poll is quick.
         def first_done_second_started():
+            assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
             done = list(sweep.glob("train-*/trial_result.json"))
             started = [d for d in sweep.glob("train-*") if list(d.glob("checkpoint-*"))]
             return len(done) == 1 and len(started) >= 2
