@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import ray.train
@@ -30,6 +31,12 @@ if TYPE_CHECKING:
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
 logger = logging.getLogger(__name__)
+
+# Train's own default data config sets the option Ray Data deprecates: the warning names nothing
+# a user can change, in every trial's log. Set when a trial driver's process unpickles its
+# function, before the threads whose ``catch_warnings`` could restore the filters from before.
+warnings.filterwarnings("ignore", message=r"`ExecutionOptions\.exclude_resources` is deprecated",
+                        category=DeprecationWarning)
 
 #: Seconds between a Train controller's polls of its workers (a cluster's own setting wins).
 TRAIN_POLL_INTERVAL_S = "0.25"
