@@ -14,8 +14,7 @@ from ray_runs import METRIC, RayRun
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.records import OBJECTIVE_KEY
-from ftplat.scoring import compute_scope_scores
-from ftplat.scoring import build_report_metrics
+from ftplat.scoring import build_report_metrics, compute_scope_scores
 from ftplat.tune import trial as trial_module
 from ftplat.tune.summary import build_history_row, build_trial_history
 
@@ -48,7 +47,7 @@ def finished_run(tmp_path):
 
 def test_the_report_is_the_last_evaluation_as_the_worker_made_it(finished_run):
     _, run_dir = finished_run
-    assert trial_module.read_finished_report(str(run_dir), OBJECTIVE) == report(3)
+    assert trial_module.read_finished_report(str(run_dir.parent), "t1", OBJECTIVE) == report(3)
     assert report(3)[OBJECTIVE_KEY] == pytest.approx(compute_scope_scores(ACCURACIES, "max")["avg"])
 
 
@@ -59,7 +58,7 @@ def test_history_json_stands_in_for_checkpoints_retention_deleted(finished_run):
     for name in ("checkpoint-20", "checkpoint-30"):
         shutil.rmtree(run_dir / name)
     # the one checkpoint left stops at the first evaluation: only history.json knows the rest
-    got = trial_module.read_finished_report(str(run_dir), OBJECTIVE)
+    got = trial_module.read_finished_report(str(run_dir.parent), "t1", OBJECTIVE)
     expected = report(3)
     assert {k: got[k] for k in expected} == expected
 
@@ -67,7 +66,7 @@ def test_history_json_stands_in_for_checkpoints_retention_deleted(finished_run):
 def test_a_trial_without_its_record_trains_on(finished_run):
     _, run_dir = finished_run
     (run_dir / "trial_result.json").unlink()
-    assert trial_module.read_finished_report(str(run_dir), OBJECTIVE) is None
+    assert trial_module.read_finished_report(str(run_dir.parent), "t1", OBJECTIVE) is None
 
 
 @pytest.mark.parametrize("damage", ["torn", "missing"])
@@ -78,7 +77,7 @@ def test_a_finished_trial_whose_history_cannot_be_read_is_restored_instead(finis
             state.write_text('{"log_hist')
         else:
             state.unlink()
-    assert trial_module.read_finished_report(str(run_dir), OBJECTIVE) is None
+    assert trial_module.read_finished_report(str(run_dir.parent), "t1", OBJECTIVE) is None
 
 
 class NoCalls:

@@ -15,11 +15,11 @@ from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING
 from ftplat.checkpoints.gc import run_repair_snapshot
 from ftplat.config.loading import set_dotted
 from ftplat.config.schema import JobConfig
-from ftplat.layout import build_train_run_name, build_trial_result_uri
+from ftplat.layout import build_train_run_name, build_train_run_uri, build_trial_result_uri, read_trial_finished
 from ftplat.scoring import build_evaluation_report
 from ftplat.ray_internals import (PREEMPTION_WATCHER_ENV, TRAIN_POLL_INTERVAL_ENV, build_lean_trainer_class,
                                   run_disable_train_print_patch)
-from ftplat.storage import join_uri, path_exists, write_json
+from ftplat.storage import join_uri, write_json
 from ftplat.tracking.guard import TrackingGuard
 from ftplat.tracking.trial_runs import RemoteTrialRuns
 from ftplat.tune.report_channel import ReportChannel
@@ -111,7 +111,7 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     trial_id = ray.tune.get_context().get_trial_id()
     trial_job = JobConfig.model_validate(set_dotted(job, config))
     run_name = build_train_run_name(trial_id)
-    finished = read_finished_report(join_uri(sweep_path, run_name), objective)
+    finished = read_finished_report(sweep_path, trial_id, objective)
     if finished is not None:
         # The trial trained to its end, but the sweep stopped before Tune saved it as
         # terminated: on --resume its last evaluation ends it again, with nothing trained
@@ -166,13 +166,13 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
                {**record, "driver_wall_s": round(time.perf_counter() - started, 3)})
 
 
-def read_finished_report(run_uri: str, objective: dict[str, Any]) -> dict | None:
+def read_finished_report(sweep_path: str, trial_id: str, objective: dict[str, Any]) -> dict | None:
     """The report of a trial's last evaluation when its driver had written the training record
     (``trial_result.json``: it trained to its end), else None. Also None when its evaluations
     cannot be read: the Train run is then restored and reports it (``RayScopeReportCallback``)."""
-    if not path_exists(build_trial_result_uri(run_uri)):
+    if not read_trial_finished(sweep_path, trial_id):
         return None
-    found = read_finished_evaluations(run_uri, objective["metric"])
+    found = read_finished_evaluations(build_train_run_uri(sweep_path, trial_id), objective["metric"])
     if found is None:
         return None
     evals, train_loss = found
