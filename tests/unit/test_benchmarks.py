@@ -343,3 +343,30 @@ def test_first_steps_probe_names_a_lazy_import_by_its_module(tmp_path, monkeypat
     sampler.join()
     assert "import slow_module_for_probe < test_benchmarks.py:first_step" in keys
     monkeypatch.delitem(sys.modules, "slow_module_for_probe")
+
+
+def test_checkpoint_persist_times_a_copy_and_a_link_of_a_trainer_checkpoint(tmp_path, monkeypatch):
+    import types
+
+    import ray.train
+    from ray.train.v2._internal.execution.storage import StorageContext
+    from transformers import BertConfig, BertForSequenceClassification
+
+    persist_bench = _load("checkpoint_persist")
+    a = persist_bench.build_parser().parse_args(["--model", "bert-base", "--repeats", "2"])
+    assert (a.model, a.repeats) == (["bert-base"], 2)
+    BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                             intermediate_size=32, num_labels=2)).save_pretrained(tmp_path / "model")
+    source = tmp_path / "scratch" / "checkpoint-1"
+    size = persist_bench.write_trainer_checkpoint(str(tmp_path / "model"), str(source))
+    names = {p.name for p in source.iterdir()}
+    assert {"model.safetensors", "optimizer.pt", "scheduler.pt", "rng_state.pth", "trainer_state.json"} <= names
+    # AdamW keeps two moments per weight: the checkpoint is about three times the weights
+    assert size > 2.5 * (source / "model.safetensors").stat().st_size
+    storage = StorageContext(storage_path=str(tmp_path / "storage"), experiment_dir_name="train-bench")
+    monkeypatch.setattr(ray.train, "get_context", lambda: types.SimpleNamespace(get_storage=lambda: storage))
+    for mode in persist_bench.MODES:
+        record = persist_bench.run_persist(mode, storage, str(source), f"checkpoint-{mode}")
+        assert record["persist_s"] >= 0 and record["sync_after_s"] >= 0
+        assert not (Path(storage.experiment_fs_path) / f"checkpoint-{mode}").exists()  # removed after timing
+    assert {p.name for p in source.iterdir()} == names

@@ -162,6 +162,7 @@ def test_names_copied_from_libraries_match_them():
     assert ray_internals.PREEMPTION_WATCHER_ENV == constants.ENABLE_PREEMPTION_WATCHER_ENV_VAR
     assert ray_internals.PREEMPTION_WATCHER_ENV in constants.ENV_VARS_TO_PROPAGATE
     assert ray_internals.TUNE_RESULT_FILE == EXPR_RESULT_FILE
+    assert ray_internals.STORAGE_MARKER_FILE == constants.VALIDATE_STORAGE_MARKER_FILENAME
     from ray._private.ray_constants import GCS_PORT_ENVIRONMENT_VARIABLE
 
     assert ray_internals.GCS_PORT_ENV == GCS_PORT_ENVIRONMENT_VARIABLE

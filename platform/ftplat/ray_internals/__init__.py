@@ -33,6 +33,9 @@ ftplat relies on a few things Ray does not promise to keep:
 * The GCS placement group table's creator fields (``PlacementGroupTableData``), which Ray's
   public ``placement_group_table`` leaves out, and the class names in its actor table (Tune's
   ``ImplicitFunc`` for a trial driver).
+* Train V2's storage context inside a worker (``get_storage()``, a DeveloperAPI: the run's
+  folder, filesystem and upload) and the marker file it writes there: a worker hard-links its
+  checkpoints into a local storage folder its node sees instead of having Ray copy them.
 
 ``check_ray_version`` runs before a sweep or a checkpoint gc starts and refuses a Ray release
 these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the test suite
@@ -45,8 +48,10 @@ import importlib.metadata
 
 from ftplat.errors import UserError
 # The package's names, from the module that holds each: snapshot (Train's checkpoint snapshot),
-# train_runs (how a trial runs its Train run), tune_trials (Tune's trials and state), cluster.
+# train_runs (how a trial runs its Train run), run_storage (a worker's view of its run's storage),
+# tune_trials (Tune's trials and state), cluster.
 from ftplat.ray_internals.cluster import GCS_PORT_ENV, read_dashboard_url, run_init_private_cluster  # noqa: F401
+from ftplat.ray_internals.run_storage import STORAGE_MARKER_FILE, RunStorage, read_run_storage  # noqa: F401
 from ftplat.ray_internals.snapshot import (  # noqa: F401
     SNAPSHOT_FILE,
     build_pruned_snapshot,

@@ -2,7 +2,8 @@
 
 Ray's ``RayTrainReportCallback`` merges the whole log history (so eval metrics can be stale),
 uploads from every rank, and knows nothing of ray_scope. This callback reports once per
-evaluation with that evaluation's own metrics, uploads each node's checkpoint files once,
+evaluation with that evaluation's own metrics, puts each node's checkpoint files into storage once
+(hard-linked where storage shares the scratch's filesystem, ``persist.py``),
 and adds ``objective``: the trial's running score under the sweep's scope, computed from the
 evaluation history the Trainer keeps in its state (so it survives a resume).
 """
@@ -19,6 +20,7 @@ from transformers import TrainerCallback
 from ftplat.checkpoints.sizes import build_checkpoint_bytes
 from ftplat.records import CHECKPOINT_NAME_KEY
 from ftplat.scoring import build_report_metrics
+from ftplat.train.persist import CheckpointPersister
 
 
 class RayScopeReportCallback(TrainerCallback):
@@ -33,6 +35,8 @@ class RayScopeReportCallback(TrainerCallback):
         #: for the other ranks): time the training loop stands still.
         self.report_seconds = 0.0
         self.saves = 0
+        #: Links each checkpoint into storage where storage shares the scratch's filesystem.
+        self.persister = CheckpointPersister()
 
     def on_save(self, args, state, control, **kwargs):
         self.saves += 1
@@ -52,7 +56,8 @@ class RayScopeReportCallback(TrainerCallback):
             checkpoint = ray.train.Checkpoint.from_directory(local_dir)
             self.checkpoint_bytes = build_checkpoint_bytes(local_dir)
         started = time.perf_counter()
-        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name)
+        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name,
+                         checkpoint_upload_fn=self.persister if checkpoint is not None else None)
         self.report_seconds += time.perf_counter() - started
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -129,6 +129,7 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
     result = build_result_record(trainer, output, world_size=ctx.get_world_size())
     result["checkpoint_bytes"] = reporter.checkpoint_bytes
     result["report_s"] = round(reporter.report_seconds, 3)
+    result["checkpoint_persist"] = reporter.persister.counts.to_dict()
     result["step_time"] = step_time.to_dict()
     # Linux reports the peak resident set in KiB; each trial's workers are fresh processes.
     result["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
