@@ -154,7 +154,7 @@ def run_ftplat(job, space) -> dict:
             "train_runtime_s": result["train_runtime"],
             "train_samples_per_s": result["train_samples_per_second"],
             "timeline_s": result.get("timeline_s"), "report_s": result.get("report_s"),
-            "step_time": result.get("step_time"),
+            "checkpoint_persist": result.get("checkpoint_persist"), "step_time": result.get("step_time"),
             "model_bytes": model_bytes, "trial_storage_bytes": stored,
             "storage_vs_model": round(stored / model_bytes, 3) if stored and model_bytes else None,
             "winner_score": summary.winner.score, "load_avg_at_start": round(load, 2)}
