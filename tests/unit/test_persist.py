@@ -179,21 +179,3 @@ def test_a_node_that_does_not_see_the_storage_gets_rays_own_error(tmp_path, stor
     assert set(args) == {"checkpoint"}
     with pytest.raises(RuntimeError, match="read/write access"):  # what Ray's upload raises there
         storage_context.persist_current_checkpoint(args["checkpoint"], "checkpoint-6")
-
-
-def test_background_uploads_are_bounded_then_the_loop_copies(tmp_path, storage_context, monkeypatch):
-    """Storage slower than the evaluations: staged copies would pile up in scratch; past the
-    bound the report copies in the loop, which holds training back until Ray catches up."""
-    on_another_device(monkeypatch, storage_context.experiment_fs_path)
-    persister = CheckpointPersister()
-    modes = []
-    for step in (2, 4, 6):
-        src = make_checkpoint(tmp_path / "scratch" / f"checkpoint-{step}")
-        modes.append(persister.build_report_args(str(src), f"checkpoint-{step}").get("checkpoint_upload_mode"))
-    assert modes == [ray.train.CheckpointUploadMode.ASYNC] * persist.MAX_STAGED_UPLOADS + [None]
-    assert "uploads still in the background" in persister.counts.copy_reason
-    # Ray deletes a staged folder when its upload ends: the next report goes to the background again
-    shutil.rmtree(tmp_path / "scratch" / persist.STAGING_DIR / "checkpoint-2")
-    src = make_checkpoint(tmp_path / "scratch" / "checkpoint-8")
-    assert persister.build_report_args(str(src), "checkpoint-8")["checkpoint_upload_mode"] is not None
-    assert persister.counts.copied_in_background == 3 and persister.counts.copied == 4

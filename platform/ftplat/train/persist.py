@@ -44,10 +44,6 @@ logger = logging.getLogger(__name__)
 #: Beside the Trainer's ``checkpoint-*`` folders in the scratch folder (its rotation and
 #: resume never look at it): the links Ray uploads from in the background.
 STAGING_DIR = ".uploads"
-#: Background uploads waiting or running at most (Ray runs one at a time and deletes each
-#: staged folder when done): storage slower than the evaluations makes the next one a copy in
-#: the loop, which holds training back instead of filling the scratch disk with staged copies.
-MAX_STAGED_UPLOADS = 2
 
 
 @dataclass
@@ -139,12 +135,8 @@ class CheckpointPersister:
         if refusal is None:
             return {"checkpoint": ray.train.Checkpoint.from_directory(local_dir),
                     "checkpoint_upload_fn": self.run_link_or_copy}
-        staging = os.path.join(os.path.dirname(local_dir), STAGING_DIR)
-        if refusal.background and len(_list_dir(staging)) >= MAX_STAGED_UPLOADS:
-            refusal = LinkRefusal(f"{refusal.reason}; {MAX_STAGED_UPLOADS} uploads still in the background",
-                                  background=False)
         if refusal.background:
-            staged = os.path.join(staging, checkpoint_dir_name)
+            staged = os.path.join(os.path.dirname(local_dir), STAGING_DIR, checkpoint_dir_name)
             try:
                 run_link_tree(local_dir, staged)
             except OSError as exc:
@@ -176,10 +168,3 @@ class CheckpointPersister:
         self.counts.copied += 1
         self.counts.copied_in_background += background
         self.counts.copy_reason = reason
-
-
-def _list_dir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except FileNotFoundError:
-        return []
