@@ -74,13 +74,13 @@ def run_persist(mode: str, storage, source: str, name: str) -> dict:
     from ftplat.train.persist import CheckpointPersister
 
     os.sync()
+    checkpoint = ray.train.Checkpoint.from_directory(source)
     started = time.perf_counter()
     if mode == "copy":
-        stored = storage.persist_current_checkpoint(ray.train.Checkpoint.from_directory(source), name)
+        stored = storage.persist_current_checkpoint(checkpoint, name)
     else:
         persister = CheckpointPersister()
-        args = persister.build_report_args(source, name)
-        stored = args["checkpoint_upload_fn"](args["checkpoint"], name)
+        stored = persister(checkpoint, name)
         assert persister.counts.linked == 1, persister.counts.to_dict()
     took = time.perf_counter() - started
     started = time.perf_counter()

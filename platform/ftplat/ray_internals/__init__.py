@@ -35,9 +35,7 @@ ftplat relies on a few things Ray does not promise to keep:
   ``ImplicitFunc`` for a trial driver).
 * Train V2's storage context inside a worker (``get_storage()``, a DeveloperAPI: the run's
   folder, filesystem and upload) and the marker file it writes there: a worker hard-links its
-  checkpoints into a local storage folder its node sees instead of having Ray copy them; and
-  the thread pool of its background uploads, which a worker waits for before it removes
-  their source files.
+  checkpoints into a local storage folder its node sees instead of having Ray copy them.
 
 ``check_ray_version`` runs before a sweep or a checkpoint gc starts and refuses a Ray release
 these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the test suite
@@ -53,12 +51,7 @@ from ftplat.errors import UserError
 # train_runs (how a trial runs its Train run), run_storage (a worker's view of its run's storage),
 # tune_trials (Tune's trials and state), cluster.
 from ftplat.ray_internals.cluster import GCS_PORT_ENV, read_dashboard_url, run_init_private_cluster  # noqa: F401
-from ftplat.ray_internals.run_storage import (  # noqa: F401
-    STORAGE_MARKER_FILE,
-    RunStorage,
-    read_run_storage,
-    run_wait_for_checkpoint_uploads,
-)
+from ftplat.ray_internals.run_storage import STORAGE_MARKER_FILE, RunStorage, read_run_storage  # noqa: F401
 from ftplat.ray_internals.snapshot import (  # noqa: F401
     SNAPSHOT_FILE,
     build_pruned_snapshot,

@@ -1,7 +1,6 @@
 """A Train worker's view of its run's storage: Train V2's ``StorageContext`` (reached through
 ``ray.train.get_context().get_storage()``, a DeveloperAPI that Ray says may change between
-minor versions), the marker file Train writes into a run's folder to prove a node sees it, and
-the thread pool that runs a worker's background checkpoint uploads."""
+minor versions) and the marker file Train writes into a run's folder to prove a node sees it."""
 
 from __future__ import annotations
 
@@ -41,13 +40,3 @@ def read_run_storage() -> RunStorage:
     return RunStorage(run_dir=storage.experiment_fs_path, filesystem=storage.storage_filesystem,
                       checkpoint_path=storage.build_checkpoint_path_from_name,
                       copy_checkpoint=storage.persist_current_checkpoint)
-
-
-def run_wait_for_checkpoint_uploads() -> None:
-    """Block until every checkpoint upload this worker started in the background
-    (``ray.train.report(checkpoint_upload_mode=ASYNC)``) has ended. Ray waits for them itself
-    only after the training function returns; a worker that removes the files they read
-    must wait first. No report with a checkpoint can follow."""
-    from ray.train.v2._internal.execution.context import get_train_context
-
-    get_train_context().checkpoint_upload_threadpool.shutdown(wait=True)

@@ -3,7 +3,7 @@
 Ray's ``RayTrainReportCallback`` merges the whole log history (so eval metrics can be stale),
 uploads from every rank, and knows nothing of ray_scope. This callback reports once per
 evaluation with that evaluation's own metrics, puts each node's checkpoint files into storage once
-(hard-linked, or copied by Ray in the background: ``persist.py``),
+(hard-linked where storage shares the scratch's filesystem, ``persist.py``),
 and adds ``objective``: the trial's running score under the sweep's scope, computed from the
 evaluation history the Trainer keeps in its state (so it survives a resume).
 """
@@ -31,11 +31,11 @@ class RayScopeReportCallback(TrainerCallback):
         self.local_rank = local_rank
         #: Sizes of the latest checkpoint this node saved (``build_checkpoint_bytes``).
         self.checkpoint_bytes: dict[str, int] | None = None
-        #: Seconds spent in ``ray.train.report`` (putting the checkpoint into storage, and
-        #: waiting for the other ranks): time the training loop stands still.
+        #: Seconds spent in ``ray.train.report`` (the checkpoint copy to storage, and waiting
+        #: for the other ranks): time the training loop stands still.
         self.report_seconds = 0.0
         self.saves = 0
-        #: Links each checkpoint into storage, or has Ray copy it in the background.
+        #: Links each checkpoint into storage where storage shares the scratch's filesystem.
         self.persister = CheckpointPersister()
 
     def on_save(self, args, state, control, **kwargs):
@@ -48,15 +48,16 @@ class RayScopeReportCallback(TrainerCallback):
             # Every rank has written its part of the checkpoint (rng state, ZeRO shards)
             # before any node uploads its folder.
             dist.barrier()
+        checkpoint = None
         local_dir = os.path.join(args.output_dir, name)
         # One upload per node: the node's ranks share output_dir, and Ray merges the
         # per-node folders into one checkpoint in storage.
-        uploads = self.local_rank == 0 and os.path.isdir(local_dir)
-        if uploads:
+        if self.local_rank == 0 and os.path.isdir(local_dir):
+            checkpoint = ray.train.Checkpoint.from_directory(local_dir)
             self.checkpoint_bytes = build_checkpoint_bytes(local_dir)
         started = time.perf_counter()
-        checkpoint_args = self.persister.build_report_args(local_dir, name) if uploads else {}
-        ray.train.report(metrics, checkpoint_dir_name=name, **checkpoint_args)
+        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name,
+                         checkpoint_upload_fn=self.persister if checkpoint is not None else None)
         self.report_seconds += time.perf_counter() - started
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -21,7 +21,6 @@ from ftplat.adapters import count_parameters
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import EVAL, TRAIN, build_torch_dataset
 from ftplat.data.tokenizer import build_tokenizer
-from ftplat.ray_internals import run_wait_for_checkpoint_uploads
 from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
 from ftplat.tracking.trial_runs import RemoteTrialRuns
 from ftplat.train.arguments import build_training_arguments
@@ -140,8 +139,6 @@ def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[
         # The node's ranks share output_dir, and a rank may still be reading it (loading the
         # best checkpoint, where ZeRO reads every rank's shard) when local rank 0 gets here.
         torch.distributed.barrier()
-    # Background uploads read staged links in the scratch folder (train/persist.py).
-    run_wait_for_checkpoint_uploads()
     if ctx.get_local_rank() == 0:
         try:
             run_remove_scratch([ctx.get_experiment_name()])
