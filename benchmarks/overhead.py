@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plain-process", choices=("same", "fresh"), default="same",
                    help="same: every plain run in this process (on a GPU only its first run is cold); "
                         "fresh: each plain run in a new process, cold as each ftplat trial's worker is")
+    p.add_argument("--storage-root", help="where the sweep's storage goes (default: the temp folder, which "
+                                            "shares a filesystem with the workers' scratch: checkpoints are "
+                                            "hard-linked; /dev/shm, an NFS mount or another disk: Ray copies them "
+                                            "in the background)")
     p.add_argument("--json", help="also write the results here")
     return p
 
@@ -216,7 +220,7 @@ def main(argv=None) -> int:
         raise SystemExit("--use-gpu: torch sees no CUDA device here")
     machine = build_machine_record()
     pairs = []
-    with tempfile.TemporaryDirectory() as storage:
+    with tempfile.TemporaryDirectory(dir=a.storage_root) as storage:
         model = a.model or (write_bert_base(DEFAULT_MODEL, os.path.join(storage, "bert-base-random"))
                             if a.use_gpu else DEFAULT_MODEL)
         job, space = build_configs(a, storage, model)
