@@ -4,8 +4,8 @@ ftplat's hard link (issue #18's lever "checkpoint persistence off the training p
 A real Trainer-format checkpoint (the model's safetensors, AdamW's two moments per weight in
 optimizer.pt, scheduler and RNG state) is written to a scratch folder, then put into a Ray
 Train storage folder on the same filesystem, alternately by
-- ``copy``: ``StorageContext.persist_current_checkpoint``, Ray's own upload (what every report
-  did before ftplat linked), and
+- ``copy``: ``StorageContext.persist_current_checkpoint``, Ray's own upload (what a report
+  does where a link cannot reach storage), and
 - ``link``: ``ftplat.train.persist.CheckpointPersister`` (what a report does now when storage
   shares the scratch's filesystem),
 in interleaved rounds (copy first in odd rounds, link first in even ones). Each time is the

@@ -74,8 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "fresh: each plain run in a new process, cold as each ftplat trial's worker is")
     p.add_argument("--storage-root", help="where the sweep's storage goes (default: the temp folder, which "
                                             "shares a filesystem with the workers' scratch: checkpoints are "
-                                            "hard-linked; /dev/shm, an NFS mount or another disk: Ray copies them "
-                                            "in the background)")
+                                            "hard-linked; /dev/shm, an NFS mount or another disk: Ray copies them)")
     p.add_argument("--json", help="also write the results here")
     return p
 

@@ -31,6 +31,19 @@ def read_tree(root):
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+def fail_link_at(monkeypatch, call, code):
+    """``os.link`` in persist raises ``code`` at its ``call``-th call (counted from 1)."""
+    real_link, calls = os.link, []
+
+    def link(a, b):
+        calls.append(a)
+        if len(calls) == call:
+            raise OSError(code, os.strerror(code))
+        real_link(a, b)
+
+    monkeypatch.setattr(persist.os, "link", link)
+
+
 def test_link_tree_links_every_file_and_replaces_what_was_there(tmp_path):
     src = make_checkpoint(tmp_path / "scratch" / "checkpoint-6")
     dest = tmp_path / "storage" / "checkpoint-6"
@@ -51,15 +64,7 @@ def test_link_tree_links_every_file_and_replaces_what_was_there(tmp_path):
 def test_a_failed_link_removes_the_links_it_made_and_leaves_the_source_whole(tmp_path, monkeypatch):
     src = make_checkpoint(tmp_path / "scratch" / "checkpoint-6")
     dest = tmp_path / "storage" / "checkpoint-6"
-    real_link, calls = os.link, []
-
-    def link(a, b):
-        calls.append(a)
-        if len(calls) == 3:
-            raise OSError(errno.EXDEV, "Invalid cross-device link")
-        real_link(a, b)
-
-    monkeypatch.setattr(persist.os, "link", link)
+    fail_link_at(monkeypatch, 3, errno.EXDEV)
     with pytest.raises(OSError):
         run_link_tree(str(src), str(dest))
     assert read_tree(dest) == {}
@@ -109,15 +114,7 @@ def test_persister_links_into_ray_storage(tmp_path, storage_context):
 def test_persister_copies_when_a_link_fails_without_writing_through_to_the_source(tmp_path, storage_context,
                                                                                    monkeypatch):
     src = make_checkpoint(tmp_path / "scratch" / "checkpoint-6")
-    real_link, calls = os.link, []
-
-    def link(a, b):
-        calls.append(a)
-        if len(calls) == 2:
-            raise OSError(errno.EPERM, "Operation not permitted")
-        real_link(a, b)
-
-    monkeypatch.setattr(persist.os, "link", link)
+    fail_link_at(monkeypatch, 2, errno.EPERM)
     persister = CheckpointPersister()
     stored = persister(ray.train.Checkpoint.from_directory(str(src)), "checkpoint-6")
     assert is_managed_checkpoint(storage_context, stored)

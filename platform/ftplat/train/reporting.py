@@ -56,8 +56,7 @@ class RayScopeReportCallback(TrainerCallback):
             checkpoint = ray.train.Checkpoint.from_directory(local_dir)
             self.checkpoint_bytes = build_checkpoint_bytes(local_dir)
         started = time.perf_counter()
-        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name,
-                         checkpoint_upload_fn=self.persister if checkpoint is not None else None)
+        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=name, checkpoint_upload_fn=self.persister)
         self.report_seconds += time.perf_counter() - started
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -1,20 +1,7 @@
-"""The persist A/B's table: per round and side, P1, steady pace, P2, time in report and train."""
-import json
-import statistics
+"""This A/B's table: python summarize.py (in this folder)."""
+import os
+import subprocess
 import sys
 
-out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/ab/out"
-keys = ("throughput_ratio", "steady_step_ratio", "per_trial_overhead_s", "report_s")
-rows = {}
-for side in ("before", "after"):
-    for rnd in (1, 2, 3):
-        r = json.load(open(f"{out}/{side}_{rnd}.json"))
-        agg = r["aggregate"]
-        row = {k: agg[k]["median"] for k in keys}
-        row["train_s"] = agg["timeline_s"]["train"]["median"]
-        row["load"] = r["machine"]["load_avg_at_start"][0]
-        rows.setdefault(side, []).append(row)
-        print(side, rnd, row)
-for side, rs in rows.items():
-    print(side, {k: (round(statistics.median(r[k] for r in rs), 3), min(r[k] for r in rs), max(r[k] for r in rs))
-                 for k in (*keys, "train_s")})
+HERE = os.path.dirname(os.path.abspath(__file__))
+subprocess.run([sys.executable, os.path.join(os.path.dirname(HERE), "overhead_ab_summarize.py"), HERE], check=True)
