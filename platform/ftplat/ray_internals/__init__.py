@@ -27,6 +27,9 @@ ftplat relies on a few things Ray does not promise to keep:
   trials (``read_orphaned_train_placement_groups``).
 * Train V2's ``_initialize_and_run_controller`` and its ``TrainController`` (an async class Ray
   makes an actor): ftplat's trainers run the controller in the trial driver's own process.
+* Train V2's worker group's synchronization actor, created and killed through module globals
+  (``worker_group.SynchronizationActor``, ``state._shutdown_sync_actor``): a run of one worker
+  gets an in-process stand-in instead of an actor process (``solo_sync``).
 * Train V2's autoscaling coordinator (``get_or_create_autoscaling_coordinator``, a detached
   actor Ray Data defines), which each run asks for its workers' resources before it places
   them: the sweep driver starts it before the first trial asks.
@@ -48,8 +51,8 @@ import importlib.metadata
 
 from ftplat.errors import UserError
 # The package's names, from the module that holds each: snapshot (Train's checkpoint snapshot),
-# train_runs (how a trial runs its Train run), run_storage (a worker's view of its run's storage),
-# tune_trials (Tune's trials and state), cluster.
+# train_runs (how a trial runs its Train run, with solo_sync: its one-worker barrier), run_storage
+# (a worker's view of its run's storage), tune_trials (Tune's trials and state), cluster.
 from ftplat.ray_internals.cluster import GCS_PORT_ENV, read_dashboard_url, run_init_private_cluster  # noqa: F401
 from ftplat.ray_internals.run_storage import STORAGE_MARKER_FILE, RunStorage, read_run_storage  # noqa: F401
 from ftplat.ray_internals.snapshot import (  # noqa: F401

@@ -62,6 +62,9 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
     kill of a stopped trial's driver ends the controller and, through ownership, its workers,
     as it did before. The workers' ``controller_actor`` handle names the trial driver: only
     ``ray.train.get_all_reported_checkpoints`` calls it, and ftplat's workers never do.
+
+    A run of one worker has no synchronization actor either (``solo_sync``): one process fewer
+    per trial, whose start competes with the worker's.
     """
     import asyncio
 
@@ -69,10 +72,15 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
     from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
     from ray.train.v2._internal.execution.controller import TrainController
 
+    from ftplat.ray_internals.solo_sync import build_lean_worker_group_class
+
     if process_group:
         from ray.train.torch import TorchTrainer as base
     else:
         from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer as base
+
+    class LeanController(TrainController):
+        worker_group_cls = build_lean_worker_group_class()
 
     class LeanTrainer(base):
         def _create_default_callbacks(self):
@@ -81,7 +89,7 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
 
         def _initialize_and_run_controller(self, **controller_init_kwargs):
             async def run():
-                controller = TrainController(**controller_init_kwargs)
+                controller = LeanController(**controller_init_kwargs)
                 await controller.run()
                 return controller.get_result()
 
