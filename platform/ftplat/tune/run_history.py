@@ -65,13 +65,12 @@ def read_finished_evaluations(run_uri: str, metric: str) -> tuple[list[dict], fl
     evaluation. None when neither can be read.
     """
     rows = read_trial_history_file(run_uri)
-    if rows:
+    if rows:  # live retention's rows carry the train loss logged before each evaluation
         evals = [r for r in rows if metric in r]
-        losses = [r["train_loss"] for r in evals if r.get("train_loss") is not None]
-        return (evals, losses[-1] if losses else None) if evals else None
-    log = read_trainer_state_log(run_uri)
-    evals = [e for e in log or [] if metric in e]
-    if not evals:
-        return None
-    losses = [e["loss"] for e in log if "loss" in e]
-    return evals, losses[-1] if losses else None
+        losses = [r.get("train_loss") for r in evals]
+    else:  # the Trainer's log has its train losses as entries of their own
+        log = read_trainer_state_log(run_uri) or []
+        evals = [e for e in log if metric in e]
+        losses = [e.get("loss") for e in log]
+    losses = [x for x in losses if x is not None]
+    return (evals, losses[-1] if losses else None) if evals else None
