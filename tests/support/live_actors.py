@@ -57,6 +57,7 @@ class LiveActors(threading.Thread):
         self.poll()
 
     def named(self, class_name: str) -> set[SeenActor]:
-        """Actors of ``class_name``; the state API has given a trial driver's class both as
-        ``ImplicitFunc`` and as its qualified name ``wrap_function.<locals>.ImplicitFunc``."""
-        return {a for a in self.seen if a.class_name.rsplit(".", 1)[-1] == class_name}
+        """Actors of ``class_name``, however Ray scoped it (``select_actor_class_name``)."""
+        from ftplat.ray_internals import select_actor_class_name
+
+        return {a for a in self.seen if select_actor_class_name(a.class_name) == class_name}

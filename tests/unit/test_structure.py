@@ -224,11 +224,15 @@ def test_the_gcs_names_a_trial_driver_by_the_class_tune_wraps_its_function_in():
     from ray import tune
     from ray.tune.trainable.function_trainable import wrap_function
 
-    from ftplat.ray_internals import TRIAL_DRIVER_CLASS
+    from ftplat.ray_internals import TRIAL_DRIVER_CLASS, select_actor_class_name
     from ftplat.tune.trial import train_driver_fn
 
     trainable = tune.with_resources(tune.with_parameters(train_driver_fn, job={}), {"cpu": 1})
-    assert wrap_function(trainable).__name__ == TRIAL_DRIVER_CLASS
+    wrapped = wrap_function(trainable)
+    assert wrapped.__name__ == TRIAL_DRIVER_CLASS
+    # Ray has listed it by either name.
+    assert select_actor_class_name(wrapped.__qualname__) == select_actor_class_name(TRIAL_DRIVER_CLASS) \
+        == TRIAL_DRIVER_CLASS != wrapped.__qualname__
 
 
 @pytest.mark.parametrize("num_workers, deepspeed, process_group", [

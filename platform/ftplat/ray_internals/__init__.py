@@ -73,6 +73,7 @@ from ftplat.ray_internals.train_runs import (  # noqa: F401
     read_orphaned_train_placement_groups,
     run_disable_train_print_patch,
     run_start_autoscaling_coordinator,
+    select_actor_class_name,
 )
 from ftplat.ray_internals.tune_trials import (  # noqa: F401
     TUNE_RESULT_FILE,

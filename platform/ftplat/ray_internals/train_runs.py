@@ -125,16 +125,19 @@ TRIAL_DRIVER_CLASS = "ImplicitFunc"
 TRAIN_GROUP_CREATOR_CLASSES = frozenset({TRAIN_CONTROLLER_CLASS, TRIAL_DRIVER_CLASS})
 
 
+def select_actor_class_name(listed: str) -> str:
+    """An actor's class name as Ray lists it, without the scopes of its ``__qualname__``: a trial
+    driver has shown up in the actor table and the state API both as ``ImplicitFunc`` and as
+    ``wrap_function.<locals>.ImplicitFunc`` (Tune defines the class in a function)."""
+    return listed.rsplit(".", 1)[-1]
+
+
 @functools.lru_cache(maxsize=4096)
 def _actor_class_name(actor_id_hex: str) -> str | None:
     from ray._private.state import state
 
-    # An actor's class never changes. Its name is the class's ``__qualname__`` as Ray's function
-    # descriptor takes it: a trial driver has shown up in the actor table both as
-    # ``ImplicitFunc`` and as ``wrap_function.<locals>.ImplicitFunc`` (Tune defines the class in
-    # a function), so only the last part is compared.
-    name = state.actor_table(actor_id_hex).get("ActorClassName")
-    return name.rsplit(".", 1)[-1] if name else None
+    name = state.actor_table(actor_id_hex).get("ActorClassName")  # an actor's class never changes
+    return select_actor_class_name(name) if name else None
 
 
 def read_orphaned_train_placement_groups(job_id: str) -> tuple[list[str], int]:
