@@ -11,7 +11,7 @@ the caller's own process. Its methods are called the way an actor's are
 Ray creates the actor and kills it by module-level names inside its worker group code
 (``worker_group.SynchronizationActor``, ``state._shutdown_sync_actor``); ``LeanWorkerGroup``
 swaps both only while its own start, shutdown or abort runs, and only for one worker.
-``test_structure`` checks that both names are still there.
+``test_solo_sync`` checks that both names are still there, and the stand-in against the actor.
 """
 
 from __future__ import annotations
