@@ -1,14 +1,8 @@
 #!/bin/bash
-# P2 with Train's synchronization actor (79964b2) against the in-process stand-in (c96dac5),
-# interleaved A B A B A B, one overhead.py pair per run, each run on its own fresh local cluster.
-# Clones in /tmp/ab/{before,after}; results land in this folder.
-cd /work/main
-OUT=benchmarks/results/trial_cost/solo_sync
-for round in 1 2 3; do
-  for side in before after; do
-    echo "$(date -u +%T) round $round $side load $(cut -d' ' -f1-3 /proc/loadavg)" >> $OUT/progress.txt
-    PYTHONPATH=/tmp/ab/$side/platform timeout 900 python /tmp/ab/$side/benchmarks/overhead.py --repeats 1 \
-      --json $OUT/${side}_$round.json > /tmp/ab/${side}_$round.log 2>&1
-    echo "$(date -u +%T) rc=$?" >> $OUT/progress.txt
-  done
-done
+# P2 with Train's synchronization actor (79964b2) against the in-process stand-in (c96dac5):
+# overhead_ab_run.sh from clones in /tmp/ab/{before,after}; results land in this folder.
+HERE=$(cd "$(dirname "$0")" && pwd)
+rm -rf /tmp/ab/before /tmp/ab/after && mkdir -p /tmp/ab
+git clone -q /work/main /tmp/ab/before && git -C /tmp/ab/before checkout -q 79964b2
+git clone -q /work/main /tmp/ab/after && git -C /tmp/ab/after checkout -q c96dac5
+bash "$HERE/../overhead_ab_run.sh" "$HERE" /tmp/ab/before /tmp/ab/after
