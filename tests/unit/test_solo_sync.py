@@ -11,7 +11,7 @@ from ray.train.v2._internal.execution.checkpoint.sync_actor import Synchronizati
 from ray.train.v2._internal.execution.worker_group import state, worker_group
 
 from ftplat.ray_internals import solo_sync
-from ftplat.ray_internals.solo_sync import SoloSync, build_lean_worker_group_class
+from ftplat.ray_internals.solo_sync import SoloSync
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_the_swap_lasts_only_as_long_as_a_solo_start_or_stop(monkeypatch):
     killed = []
     monkeypatch.setattr(ray, "kill", killed.append)
     real_actor, real_shutdown = worker_group.SynchronizationActor, state._shutdown_sync_actor
-    with solo_sync._solo_sync_in_place():
+    with solo_sync.run_with_solo_sync():
         made = worker_group.SynchronizationActor.options(label_selector={}).remote(timeout_s=1, warn_interval_s=1)
         assert isinstance(made, SoloSync)
         state._shutdown_sync_actor(made)  # nothing to kill
@@ -52,23 +52,6 @@ def test_the_swap_lasts_only_as_long_as_a_solo_start_or_stop(monkeypatch):
     assert killed == ["a real handle"]
     assert (worker_group.SynchronizationActor, state._shutdown_sync_actor) == (real_actor, real_shutdown)
 
-    with pytest.raises(RuntimeError), solo_sync._solo_sync_in_place():
+    with pytest.raises(RuntimeError), solo_sync.run_with_solo_sync():
         raise RuntimeError("a worker failed to start")
     assert (worker_group.SynchronizationActor, state._shutdown_sync_actor) == (real_actor, real_shutdown)
-
-
-@pytest.mark.parametrize("num_workers, solo", [(1, True), (2, False)])
-def test_the_lean_worker_group_swaps_for_one_worker_only(monkeypatch, num_workers, solo):
-    """Start, shutdown and abort each run inside the swap for one worker, outside it for two."""
-    lean = build_lean_worker_group_class()
-    seen = []
-    for name in ("_start", "shutdown", "abort"):
-        monkeypatch.setattr(worker_group.WorkerGroup, name,
-                            lambda self, name=name: seen.append((name, worker_group.SynchronizationActor)))
-    group = object.__new__(lean)
-    group._worker_group_context = type("Context", (), {"num_workers": num_workers})()
-    group._start()
-    group.shutdown()
-    group.abort()
-    assert [name for name, _ in seen] == ["_start", "shutdown", "abort"]
-    assert all((actor is not SynchronizationActor) == solo for _, actor in seen)

@@ -141,7 +141,7 @@ def test_ray_internals_are_reached_from_one_package():
     modules = _modules()
     inside = {name for name in modules if name == "ftplat.ray_internals" or name.startswith("ftplat.ray_internals.")}
     assert all(_ray_internal_uses(modules[f"ftplat.ray_internals.{m}"])  # the check sees what it looks for
-               for m in ("train_runs", "solo_sync", "tune_trials", "cluster"))
+               for m in ("train_runs", "solo_sync", "lean_worker_group", "tune_trials", "cluster"))
     found = {name: uses for name, tree in modules.items() if name not in inside and (uses := _ray_internal_uses(tree))}
     assert not found
 

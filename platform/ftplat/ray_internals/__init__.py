@@ -30,6 +30,9 @@ ftplat relies on a few things Ray does not promise to keep:
 * Train V2's worker group's synchronization actor, created and killed through module globals
   (``worker_group.SynchronizationActor``, ``state._shutdown_sync_actor``): a run of one worker
   gets an in-process stand-in instead of an actor process (``solo_sync``).
+* Train V2's worker group's worker class (``WorkerGroup._worker_cls``) and its worker's
+  ``poll_status``: ftplat's worker says it has finished at the poll that takes the last report
+  of a returned function, one poll earlier than Train's (``lean_worker_group``).
 * Train V2's autoscaling coordinator (``get_or_create_autoscaling_coordinator``, a detached
   actor Ray Data defines), which each run asks for its workers' resources before it places
   them: the sweep driver starts it before the first trial asks.
@@ -51,8 +54,9 @@ import importlib.metadata
 
 from ftplat.errors import UserError
 # The package's names, from the module that holds each: snapshot (Train's checkpoint snapshot),
-# train_runs (how a trial runs its Train run, with solo_sync: its one-worker barrier), run_storage
-# (a worker's view of its run's storage), tune_trials (Tune's trials and state), cluster.
+# train_runs (how a trial runs its Train run, with lean_worker_group and solo_sync: its workers
+# and its one-worker barrier), run_storage (a worker's view of its run's storage), tune_trials
+# (Tune's trials and state), cluster.
 from ftplat.ray_internals.cluster import GCS_PORT_ENV, read_dashboard_url, run_init_private_cluster  # noqa: F401
 from ftplat.ray_internals.run_storage import STORAGE_MARKER_FILE, RunStorage, read_run_storage  # noqa: F401
 from ftplat.ray_internals.snapshot import (  # noqa: F401

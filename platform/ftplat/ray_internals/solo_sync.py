@@ -9,15 +9,15 @@ the caller's own process. Its methods are called the way an actor's are
 (``handle.method.remote(...)``, then ``ray.get``), so each returns an object ref.
 
 Ray creates the actor and kills it by module-level names inside its worker group code
-(``worker_group.SynchronizationActor``, ``state._shutdown_sync_actor``); ``LeanWorkerGroup``
-swaps both only while its own start, shutdown or abort runs, and only for one worker.
+(``worker_group.SynchronizationActor``, ``state._shutdown_sync_actor``); ``run_with_solo_sync``
+swaps both, and ``lean_worker_group.LeanWorkerGroup`` uses it only while its own start,
+shutdown or abort runs, and only for one worker.
 ``test_solo_sync`` checks that both names are still there, and the stand-in against the actor.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 
 
 class _Call:
@@ -58,7 +58,9 @@ class _SoloSyncActorClass:
 
 
 @contextlib.contextmanager
-def _solo_sync_in_place():
+def run_with_solo_sync():
+    """Within the block, Ray's worker-group code makes ``SoloSync`` where it would start the
+    actor, and kills no stand-in; both names are Ray's own again after it, errors included."""
     from ray.train.v2._internal.execution.worker_group import state, worker_group
 
     real_actor, real_shutdown = worker_group.SynchronizationActor, state._shutdown_sync_actor
@@ -72,30 +74,3 @@ def _solo_sync_in_place():
         yield
     finally:
         worker_group.SynchronizationActor, state._shutdown_sync_actor = real_actor, real_shutdown
-
-
-@functools.cache
-def build_lean_worker_group_class() -> type:
-    """Train V2's ``WorkerGroup``, with ``SoloSync`` in place of the synchronization actor when
-    the group has one worker. (The swap is of module globals: one trial driver runs one Train run
-    at a time, so no other worker group in the process starts or stops meanwhile.)"""
-    from ray.train.v2._internal.execution.worker_group.worker_group import WorkerGroup
-
-    class LeanWorkerGroup(WorkerGroup):
-        def _solo(self):
-            solo = self._worker_group_context.num_workers == 1
-            return _solo_sync_in_place() if solo else contextlib.nullcontext()
-
-        def _start(self):
-            with self._solo():
-                super()._start()
-
-        def shutdown(self):
-            with self._solo():
-                super().shutdown()
-
-        def abort(self):
-            with self._solo():
-                super().abort()
-
-    return LeanWorkerGroup

@@ -64,7 +64,8 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
     ``ray.train.get_all_reported_checkpoints`` calls it, and ftplat's workers never do.
 
     A run of one worker has no synchronization actor either (``solo_sync``): one process fewer
-    per trial, whose start competes with the worker's.
+    per trial, whose start competes with the worker's. And the controller sees a run end at
+    the poll that takes its last report, not one poll later (``lean_worker_group``).
     """
     import asyncio
 
@@ -72,7 +73,7 @@ def build_lean_trainer_class(*, process_group: bool) -> type:
     from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
     from ray.train.v2._internal.execution.controller import TrainController
 
-    from ftplat.ray_internals.solo_sync import build_lean_worker_group_class
+    from ftplat.ray_internals.lean_worker_group import build_lean_worker_group_class
 
     if process_group:
         from ray.train.torch import TorchTrainer as base
