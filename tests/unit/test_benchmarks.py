@@ -370,3 +370,23 @@ def test_checkpoint_persist_times_a_copy_and_a_link_of_a_trainer_checkpoint(tmp_
         assert record["persist_s"] >= 0 and record["sync_after_s"] >= 0
         assert not (Path(storage.experiment_fs_path) / f"checkpoint-{mode}").exists()  # removed after timing
     assert {p.name for p in source.iterdir()} == names
+
+
+def test_eval_offpath_evaluates_a_checkpoint_as_the_loop_does(tmp_path, tiny_model_dir, sentiment_data_dir):
+    """The off-path validation task's function on a real checkpoint folder (no cluster): the
+    Trainer's own evaluation of the held-out rows, with its accuracy and loss."""
+    import ray.train
+
+    eval_offpath = _load("eval_offpath")
+    a = eval_offpath.build_parser().parse_args(["--data", str(sentiment_data_dir), "--train-rows", "32",
+                                                "--eval-rows", "16", "--max-length", "16"])
+    assert (a.steps, a.evals, a.repeats, a.validation_cpus, a.validation_gpus) == (64, 4, 3, 1, None)
+    paths = eval_offpath.write_tokenized(a, str(tiny_model_dir), str(tmp_path))
+    rows = eval_offpath._dataset(paths["test"])
+    assert len(rows) == 16 and rows[0]["input_ids"].shape == (16,) and sorted(int(r["labels"]) for r in rows) == [0] * 8 + [1] * 8
+    cfg = {"model": str(tiny_model_dir), "test": paths["test"], "steps": 8, "evals": 2, "batch": 4, "gpu": False,
+           "validation_threads": 1}
+    metrics = eval_offpath.validate(ray.train.Checkpoint.from_directory(str(tiny_model_dir)), cfg)
+    assert 0.0 <= metrics["eval_accuracy"] <= 1.0 and metrics["eval_loss"] > 0 and metrics["validation_s"] > 0
+    with pytest.raises(SystemExit, match="multiple of --evals"):
+        eval_offpath.main(["--steps", "10", "--evals", "4"])
