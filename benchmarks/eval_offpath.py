@@ -62,26 +62,38 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def write_tokenized(a: argparse.Namespace, model: str, dest: str) -> dict[str, str]:
+def _pick(labels, start: int, rows: int):
+    """``rows`` row numbers, half of each label, from position ``start`` of a seeded order."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    picked = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[start:start + rows // 2] for c in (0, 1)])
+    rng.shuffle(picked)
+    return picked
+
+
+def write_tokenized(a: argparse.Namespace, model: str, dest: str) -> tuple[dict[str, str], str]:
     """Train and held-out reviews (stratified, seeded), tokenized once, as .npz files every
-    process of the local cluster reads."""
+    process of the local cluster reads; the held-out rows come from ``test.parquet``, or, when
+    the folder has none (the GPU machine's sample of IMDB train), from train rows not trained on."""
     import numpy as np
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
+    train = pq.read_table(os.path.join(a.data, "train.parquet"))
+    test_file = os.path.join(a.data, "test.parquet")
+    held_out = (pq.read_table(test_file), 0, "test split") if os.path.exists(test_file) else (
+        train, a.train_rows // 2, "train split, rows not trained on")
     paths = {}
-    for split, rows in (("train", a.train_rows), ("test", a.eval_rows)):
-        table = pq.read_table(os.path.join(a.data, f"{split}.parquet") if os.path.isdir(a.data) else a.data)
+    for split, (table, start, rows) in (("train", (train, 0, a.train_rows)), ("test", (*held_out[:2], a.eval_rows))):
         labels = np.asarray(table.column("label").to_pylist())
-        rng = np.random.default_rng(0)
-        picked = np.concatenate([rng.permutation(np.flatnonzero(labels == c))[:rows // 2] for c in (0, 1)])
-        rng.shuffle(picked)
+        picked = _pick(labels, start, rows)
         texts = [table.column("text")[int(i)].as_py() for i in picked]
         enc = tokenizer(texts, truncation=True, max_length=a.max_length, padding="max_length", return_tensors="np")
         paths[split] = os.path.join(dest, f"{split}.npz")
         np.savez(paths[split], input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels[picked])
-    return paths
+    return paths, held_out[2]
 
 
 def write_bert_base(dest: str) -> str:
@@ -218,7 +230,8 @@ def main(argv: list[str] | None = None) -> dict:
     model = os.path.abspath(model) if os.path.isdir(model) else model
     validation_gpus = a.validation_gpus if a.validation_gpus is not None else (0.5 if a.use_gpu else 0)
     gpu_share = 1 - validation_gpus if a.use_gpu else 0
-    cfg = {"model": model, **{k: os.path.abspath(v) for k, v in write_tokenized(a, model, work).items()},
+    paths, held_out = write_tokenized(a, model, work)
+    cfg = {"model": model, **{k: os.path.abspath(v) for k, v in paths.items()},
            "steps": a.steps, "evals": a.evals, "batch": a.batch, "gpu": a.use_gpu,
            "worker_cpus": a.worker_cpus, "threads": max(1, round(a.worker_cpus)),
            "validation_cpus": a.validation_cpus, "validation_threads": max(1, round(a.validation_cpus)),
@@ -239,7 +252,8 @@ def main(argv: list[str] | None = None) -> dict:
     keys = ("fit_s", "train_s", "last_eval_after_fit_start_s", "last_eval_after_train_end_s")
     aggregate = {mode: {k: summarize([r[k] for r in runs if r["mode"] == mode]) for k in keys} for mode in MODES}
     aggregate["offpath"]["validation_s"] = summarize([v for r in runs if r["mode"] == "offpath" for v in r["validation_s"]])
-    config = {k: v for k, v in vars(a).items() if k != "json"} | {"model": model, "validation_gpus": validation_gpus}
+    config = {k: v for k, v in vars(a).items() if k != "json"} | {"model": model, "validation_gpus": validation_gpus,
+                                                                   "held_out": held_out}
     report = {"config": config, "machine": machine, "runs": runs, "aggregate": aggregate,
               "load_avg_at_end": [round(x, 2) for x in os.getloadavg()]}
     write_report(report, a.json)

@@ -381,9 +381,24 @@ def test_eval_offpath_evaluates_a_checkpoint_as_the_loop_does(tmp_path, tiny_mod
     a = eval_offpath.build_parser().parse_args(["--data", str(sentiment_data_dir), "--train-rows", "32",
                                                 "--eval-rows", "16", "--max-length", "16"])
     assert (a.steps, a.evals, a.repeats, a.validation_cpus, a.validation_gpus) == (64, 4, 3, 1, None)
-    paths = eval_offpath.write_tokenized(a, str(tiny_model_dir), str(tmp_path))
+    paths, held_out = eval_offpath.write_tokenized(a, str(tiny_model_dir), str(tmp_path))
     rows = eval_offpath._dataset(paths["test"])
+    assert held_out == "test split"
     assert len(rows) == 16 and rows[0]["input_ids"].shape == (16,) and sorted(int(r["labels"]) for r in rows) == [0] * 8 + [1] * 8
+    # a folder with only a train split (the GPU machine's sample): held-out rows never trained on
+    import shutil
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    only_train = tmp_path / "only_train"
+    only_train.mkdir()
+    shutil.copy(sentiment_data_dir / "train.parquet", only_train)
+    a.data = str(only_train)
+    assert eval_offpath.write_tokenized(a, str(tiny_model_dir), str(only_train))[1] == "train split, rows not trained on"
+    labels = np.asarray(pq.read_table(only_train / "train.parquet").column("label").to_pylist())
+    trained, held = eval_offpath._pick(labels, 0, 32), eval_offpath._pick(labels, 16, 16)
+    assert len(set(trained)) == 32 and len(set(held)) == 16 and not set(trained) & set(held)
     cfg = {"model": str(tiny_model_dir), "test": paths["test"], "steps": 8, "evals": 2, "batch": 4, "gpu": False,
            "validation_threads": 1}
     metrics = eval_offpath.validate(ray.train.Checkpoint.from_directory(str(tiny_model_dir)), cfg)
