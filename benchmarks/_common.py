@@ -206,3 +206,14 @@ def write_random_bert_base(dest: str, vocab_size: int = 30522) -> str:
     torch.manual_seed(0)
     BertForSequenceClassification(BertConfig(vocab_size=vocab_size, num_labels=2)).save_pretrained(dest)
     return dest
+
+
+def write_bert_base(tokenizer_from: str, dest: str) -> str:
+    """A bert-base-sized classifier with random weights (throughput does not need trained
+    ones, and the GPU machine has no hub) and the tokenizer of ``tokenizer_from``."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
+    write_random_bert_base(dest, vocab_size=len(tokenizer))
+    tokenizer.save_pretrained(dest)
+    return dest

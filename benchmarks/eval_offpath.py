@@ -37,7 +37,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from _common import DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, summarize, write_random_bert_base, write_report  # noqa: E402,E501
+from _common import DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, summarize, write_bert_base, write_report  # noqa: E402
 
 MODES = ("inloop", "inloop_all", "offpath")
 
@@ -94,16 +94,6 @@ def write_tokenized(a: argparse.Namespace, model: str, dest: str) -> tuple[dict[
         paths[split] = os.path.join(dest, f"{split}.npz")
         np.savez(paths[split], input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels[picked])
     return paths, held_out[2]
-
-
-def write_bert_base(dest: str) -> str:
-    """A bert-base-sized classifier, random weights, with the default model's tokenizer."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(DEFAULT_MODEL)
-    write_random_bert_base(dest, vocab_size=len(tokenizer))
-    tokenizer.save_pretrained(dest)
-    return dest
 
 
 def _dataset(path: str):
@@ -181,13 +171,13 @@ def validate(checkpoint, cfg: dict) -> dict:
     return {**metrics, "validation_s": time.time() - start, "evaluated_at": time.time()}
 
 
-def run_one(cfg: dict, mode: str, storage: str, index: int, gpu_share: float) -> dict:
+def run_one(cfg: dict, mode: str, storage: str, index: int) -> dict:
     import ray.train
     from ray.train import RunConfig, ScalingConfig, ValidationConfig, ValidationTaskConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     cfg = {**cfg, "mode": mode, "timings": os.path.join(storage, f"{mode}_{index}.json")}
-    resources = {"CPU": cfg["worker_cpus"], **({"GPU": gpu_share} if cfg["gpu"] else {})}
+    resources = {"CPU": cfg["worker_cpus"], **({"GPU": 1 - cfg["validation_gpus"]} if cfg["gpu"] else {})}
     if mode == "inloop_all":
         resources = {"CPU": cfg["worker_cpus"] + cfg["validation_cpus"], **({"GPU": 1} if cfg["gpu"] else {})}
         cfg["threads"] = max(1, round(resources["CPU"]))
@@ -226,10 +216,9 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"--steps ({a.steps}) must be a multiple of --evals ({a.evals})")
     machine = build_machine_record()
     work = tempfile.mkdtemp(prefix="eval_offpath_")
-    model = a.model or (write_bert_base(os.path.join(work, "bert-base")) if a.use_gpu else DEFAULT_MODEL)
+    model = a.model or (write_bert_base(DEFAULT_MODEL, os.path.join(work, "bert-base")) if a.use_gpu else DEFAULT_MODEL)
     model = os.path.abspath(model) if os.path.isdir(model) else model
     validation_gpus = a.validation_gpus if a.validation_gpus is not None else (0.5 if a.use_gpu else 0)
-    gpu_share = 1 - validation_gpus if a.use_gpu else 0
     paths, held_out = write_tokenized(a, model, work)
     cfg = {"model": model, **{k: os.path.abspath(v) for k, v in paths.items()},
            "steps": a.steps, "evals": a.evals, "batch": a.batch, "gpu": a.use_gpu,
@@ -242,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         for i in range(a.repeats):
             for mode in MODES:
-                runs.append(run_one(cfg, mode, os.path.join(work, "storage"), i, gpu_share))
+                runs.append(run_one(cfg, mode, os.path.join(work, "storage"), i))
                 print(json.dumps(runs[-1]), flush=True)
     finally:
         ray.shutdown()

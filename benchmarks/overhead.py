@@ -49,7 +49,7 @@ from ftplat.tune.sweep import run_sweep
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, build_plain_trainer, summarize, write_random_bert_base,
+    DEFAULT_DATA, DEFAULT_MODEL, build_machine_record, build_plain_trainer, summarize, write_bert_base,
     write_report,
 )
 
@@ -86,17 +86,6 @@ def resolve_defaults(a: argparse.Namespace) -> argparse.Namespace:
         if getattr(a, name) is None:
             setattr(a, name, on_gpu if gpu else cpu)
     return a
-
-
-def write_bert_base(tokenizer_from: str, dest: str) -> str:
-    """A bert-base-sized classifier with random weights (throughput does not need trained
-    ones, and the GPU machine has no hub) and the tokenizer of ``tokenizer_from``."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_from)
-    write_random_bert_base(dest, vocab_size=len(tokenizer))
-    tokenizer.save_pretrained(dest)
-    return dest
 
 
 def build_configs(a: argparse.Namespace, storage: str, model: str):

@@ -64,7 +64,8 @@ def test_a_function_that_ends_with_a_report_ends_at_the_poll_that_takes_it(run_f
     _wait_until_ended(runner)
     polls = _polls(worker(), 3)
     assert polls[0][1] == "metrics and checkpoint of the last step"
-    assert polls[polls_to_end - 1] == (False, polls[polls_to_end - 1][1], "done", None)
+    running, _, returned, error = polls[polls_to_end - 1]
+    assert (running, returned, error) == (False, "done", None)
     assert [p[0] for p in polls] == [True] * (polls_to_end - 1) + [False] * (4 - polls_to_end)
     assert [p[1] for p in polls[1:]] == [None, None]  # nothing taken twice
 
