@@ -168,6 +168,12 @@ def test_names_copied_from_libraries_match_them():
     assert ray_internals.GCS_PORT_ENV == GCS_PORT_ENVIRONMENT_VARIABLE
     assert layout.CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
     assert typing.get_args(Scope) == scoring.SCOPES
+    from ray.air.constants import AIR_ENV_VARS
+    from ray.tune.constants import TUNE_ENV_VARS
+
+    from ftplat.tune.sweep import TUNE_FIT_ENV
+
+    assert set(TUNE_FIT_ENV) <= AIR_ENV_VARS | TUNE_ENV_VARS
 
 
 def test_the_lean_trainers_drop_only_the_unused_datasets_callback_and_the_per_run_cleaner():

@@ -64,8 +64,8 @@ def build_training_arguments(
         use_cpu=not job.resources.use_gpu,
         report_to=report_to or [],
         disable_tqdm=True,
-        # Ray wraps even one worker in DDP; frozen parameters never reach the reducer, so
-        # the unused-parameter search would only cost time.
+        # Workers of a multi-worker trial train under DDP; frozen parameters never reach the
+        # reducer, so the unused-parameter search would only cost time.
         ddp_find_unused_parameters=False,
         deepspeed=deepspeed,
         # Checked against TrainingArguments and the fields above when the config was read;

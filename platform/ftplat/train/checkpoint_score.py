@@ -15,6 +15,7 @@ from ftplat.data.preparation import TEST
 from ftplat.environment import read_machine_cpus
 from ftplat.tasks import build_task
 from ftplat.train.worker import build_trainer
+from ftplat.zero.runtime import run_skip_unused_deepspeed_import
 
 #: The prefix of the metrics it returns (``test_accuracy``), as HF names them.
 TEST_PREFIX = "test"
@@ -29,6 +30,7 @@ def run_score_checkpoint(config: dict[str, Any]) -> dict[str, float]:
     import transformers
 
     job = JobConfig.model_validate(config["job"])
+    run_skip_unused_deepspeed_import()  # a ZeRO checkpoint's consolidation imports it when needed
     # A private local cluster may count more logical CPUs than the machine has cores.
     torch.set_num_threads(min(config["threads"], read_machine_cpus()))
     tables = ray.get(config["data_ref"][0])

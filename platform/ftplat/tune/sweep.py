@@ -88,9 +88,14 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
     )
 
 
-#: Tune's switch back to the output that honours ``progress_reporter`` (its newer output
-#: ignores it, and shows neither the objective nor the scope).
-LEGACY_OUTPUT_ENV = "RAY_AIR_NEW_OUTPUT"
+#: The environment ``Tuner.fit`` runs in (a value the user set wins). ``RAY_AIR_NEW_OUTPUT=0``:
+#: Tune's output that honours ``progress_reporter`` (its newer output ignores it, and shows
+#: neither the objective nor the scope). The threshold 0: ftplat's schedulers save the
+#: experiment state when a trial is added or ends (``SavesStateOnTrialEvents``), so one trial
+#: ending as the next starts makes two saves within seconds, which Tune would report, every
+#: time, as snapshots forced by ``CheckpointConfig(num_to_keep)`` (not set by ftplat) and advise
+#: changing that setting. Each of these saves is a few small files.
+TUNE_FIT_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
 
 
 def build_progress_reporter(space: SearchSpaceConfig) -> tune.CLIReporter:
@@ -206,7 +211,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                             deepspeed_configs=deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         try:
-            with scoped_environ({LEGACY_OUTPUT_ENV: "0"}, keep_set=True):
+            with scoped_environ(TUNE_FIT_ENV, keep_set=True):
                 grid = tuner.fit()
             summary = read_sweep_summary(
                 tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
