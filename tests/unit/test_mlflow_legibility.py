@@ -201,12 +201,15 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     with scoped_tracking_uri(tracking["tracking_uri"]):
         local = mlflow.artifacts.download_artifacts("models:/legible/1", dst_path=str(tmp_path / "served"))
     assert (Path(local) / "code" / "ftplat" / "tracking" / "pyfunc_model.py").is_file()
+    # a model from code (the file that names the model object), not a pickled object
+    assert (Path(local) / "pyfunc_code.py").is_file() and not list(Path(local).glob("**/*.pkl"))
     served = subprocess.run([sys.executable, "-c", (
         "import sys, mlflow.pyfunc\n"
         f"model = mlflow.pyfunc.load_model({local!r})\n"
         "print(model.predict(['i love this movie'])[0]['label'], sys.modules['ftplat'].__file__)")],
         capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert served.returncode == 0, served.stderr[-2000:]
+    assert "Add type hints" not in served.stderr  # MLflow's advice for PythonModel classes it may wrap
     label, package = served.stdout.split()[-2:]
     assert label == rows[0]["label"]
     assert Path(package).is_relative_to(Path(local) / "code" / "ftplat")

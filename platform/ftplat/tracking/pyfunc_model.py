@@ -47,6 +47,11 @@ def build_package_dir() -> str:
     return os.path.dirname(os.path.abspath(ftplat.__file__))
 
 
+def build_model_code_path() -> str:
+    """The file MLflow logs as the model's code (``pyfunc_code.py``)."""
+    return os.path.join(build_package_dir(), "tracking", "pyfunc_code.py")
+
+
 def build_input_example(text_pair: bool):
     """Texts, or for a sentence-pair task a DataFrame with ``text`` and ``text_pair`` columns.
 
@@ -148,6 +153,13 @@ class TaskPipelineModel(mlflow.pyfunc.PythonModel):
     ``{"entities"}`` (token-classification), ``{"predictions"}`` (masked-lm: the likeliest
     tokens for each text's one mask token), ``{"generated_text"}`` (causal-lm: the continuation,
     ``params`` ``max_new_tokens`` and ``temperature`` as ``predict``'s options)."""
+
+    # MLflow wraps an untyped ``predict`` to tell every process that defines this class (each
+    # sweep, each server loading the model) to add type hints. The signature is inferred from
+    # real predictions (``run_infer_signature``), and no type hint fits every accepted input: a
+    # list of texts, dicts of sentence pairs, a DataFrame. MLflow's own flag for classes whose
+    # predict it must not wrap; without it (a later MLflow) only the warning comes back.
+    _skip_type_hint_validation = True
 
     def load_context(self, context, device: str | None = None):
         """Serve on the first GPU when one is visible, else on CPU."""

@@ -111,7 +111,7 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     its folder gets ``ftplat_task.json`` (the job's task) so the model serves that task."""
     import mlflow
 
-    from ftplat.tracking.pyfunc_model import (TaskPipelineModel, build_input_example, build_package_dir,
+    from ftplat.tracking.pyfunc_model import (build_input_example, build_model_code_path, build_package_dir,
                                               build_pip_requirements, run_infer_signature)
 
     winner = summary.winner
@@ -133,7 +133,7 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(
                 name="model",
-                python_model=TaskPipelineModel(),
+                python_model=build_model_code_path(),
                 artifacts={"hf_model": tmp},
                 registered_model_name=model_name,
                 pip_requirements=build_pip_requirements(uses_peft=bool((job.get("model") or {}).get("peft"))),
