@@ -163,6 +163,20 @@ def test_holdout_settings_are_checked_by_the_config():
         DataConfig(validation={"holdout": 0})
 
 
+@pytest.mark.parametrize("given, refused", [
+    ({"eval_split": "train"}, "eval_split 'train' is the train split"),
+    ({"validation": {"split": "train"}}, "validation.split 'train' is the train split"),
+    ({"train_split": "dev", "eval_split": "dev"}, "eval_split 'dev' is the train split"),
+    ({"train_split": "test"}, "test_split 'test' is the train split"),
+])
+def test_no_split_selects_or_tests_on_the_rows_trials_train_on(given, refused):
+    with pytest.raises(ValueError, match=refused):
+        DataConfig(**given)
+    # selecting on the test split stays possible (the IMDB recipe), and so does no test score
+    assert DataConfig(eval_split="test").eval_split == "test"
+    assert DataConfig(train_split="test", test_split=None).test_split is None
+
+
 # --- which split selects ----------------------------------------------------------------------
 def test_the_datas_validation_split_is_picked_when_present(tmp_path, tiny_model_dir, origin):
     source = write_splits(tmp_path / "data", {"train": 200, "validation": 30, "test": 40})

@@ -94,6 +94,20 @@ class DataConfig(StrictModel):
                              "the prompt and the completion are two columns")
         return self
 
+    @model_validator(mode="after")
+    def _roles_apart_from_train(self):
+        # Selecting on the rows a trial trained on ranks trials by how well they memorise, and
+        # a test score on them says nothing of new data; both would pass unnoticed.
+        for field, split in (("eval_split", self.eval_split), ("validation.split", self.validation.split)):
+            if split is not None and split == self.train_split:
+                raise ValueError(f"{field} {split!r} is the train split (train_split): trials would be selected "
+                                 "on rows they trained on; leave it null to hold out validation.holdout of the "
+                                 "train split, or name another split")
+        if self.test_split is not None and self.test_split == self.train_split:
+            raise ValueError(f"test_split {self.test_split!r} is the train split (train_split): the winner would be "
+                             "scored on rows it trained on; name another split, or null for no test score")
+        return self
+
     @field_validator("label_columns")
     @classmethod
     def _two_or_more(cls, value):
