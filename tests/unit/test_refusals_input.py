@@ -58,6 +58,9 @@ CASES = [
     config_case("unclosed-bracket", ["--config", "{tmp}/unclosed.yaml"], "not valid YAML at line 3, column 1"),
     config_case("list-at-top", ["--config", "{tmp}/list.yaml"], "expected a mapping at the top level"),
     config_case("missing-config", ["--config", "{tmp}/nope.yaml"], "config file '{tmp}/nope.yaml' does not exist"),
+    config_case("config-is-a-directory", ["--config", "{tmp}"], "--config '{tmp}' is a directory"),
+    config_case("key-given-twice", ["--config", "{tmp}/twice.yaml"],
+                "twice.yaml: not valid YAML at line 3, column 1: duplicate key 'training' (first at line 1)"),
     config_case("unknown-key", ["--config", "{tmp}/unknown.yaml"], "training.lerning_rate: unknown key"),
     config_case("search-space-as-config", ["--config", "search_spaces/smoke.yaml"],
                 "are search-space keys; pass this file with --search-space"),
@@ -86,6 +89,13 @@ CASES = [
                 "'learnin_rate' is not a field of training"),
     config_case("objective-mode-mismatch", ["search.objective={{metric: eval_loss, mode: max}}"],
                 "that metric is minimised; use mode: min"),
+    config_case("searched-per-sweep-field", ["search.parameters.data.max_length={{type: int, low: 64, high: 256}}"],
+                "parameters.data.max_length: cannot vary per trial"),
+    config_case("point-outside-range", ["search.parameters={{training.learning_rate: {{type: loguniform, low: 1e-5, "
+                                        "high: 1e-4}}}}", "search.points_to_evaluate=[{{training.learning_rate: 5}}]"],
+                "points_to_evaluate[0].training.learning_rate: 5 is outside the searched range"),
+    config_case("greater-is-better-against-metric", ["training.greater_is_better=false"],
+                "training.greater_is_better is false for eval_accuracy: that metric is maximised"),
     config_case("optimizer-choice", ["search.parameters={{training.optim: {{type: choice, values: [adamw_torch, adamw_fake]}}}}"],
                 "parameters.training.optim can take 'adamw_fake'"),
     # data: content, not only the schema
@@ -145,6 +155,7 @@ def write_bad_inputs(tmp: Path, model: Path) -> None:
         "unclosed.yaml": "training:\n  learning_rate: [3.0e-5\n",
         "list.yaml": "- training\n- data\n",
         "unknown.yaml": "training:\n  lerning_rate: 3.0e-5\n",
+        "twice.yaml": "training:\n  learning_rate: 3.0e-5\ntraining:\n  seed: 1\n",
         "string_lr.yaml": "training:\n  learning_rate: 3e-5\n",
         "low_high.yaml": "parameters:\n  training.learning_rate: {type: loguniform, low: 1.0e-3, high: 1.0e-5}\n",
     }

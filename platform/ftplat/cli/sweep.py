@@ -12,7 +12,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ftplat.config.loading import load_sweep_configs
+from ftplat.config.loading import build_literal_override, load_sweep_configs
 from ftplat.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
 
 if TYPE_CHECKING:
@@ -70,8 +70,10 @@ def parse_sweep_args(argv: list[str] | None, prog: str = "ftplat sweep") -> argp
 def build_overrides(args: argparse.Namespace) -> list[str]:
     shorthands = {"model": "model.name_or_path", "dataset": "data.source",
                   "storage": "storage.storage_path", "name": "storage.sweep_name"}
-    # Explicit key=value overrides come last so they win over the shorthands.
-    return [f"{key}={getattr(args, attr)}" for attr, key in shorthands.items()
+    # Each shorthand sets a text field: its value is the text given, never YAML's reading of
+    # it (--name 2024-05-01 is a name, not a date). Explicit key=value overrides come last so
+    # they win over the shorthands.
+    return [build_literal_override(key, getattr(args, attr)) for attr, key in shorthands.items()
             if getattr(args, attr)] + list(args.overrides)
 
 

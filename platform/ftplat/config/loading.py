@@ -2,33 +2,42 @@
 
 from __future__ import annotations
 
-import copy
-import re
+import datetime as dt
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import (SearchSpaceConfig, build_default_parameter_data,
                                          check_against_job)
+from ftplat.config.yaml_input import (FLOAT_TEXT_RE, apply_overrides, build_literal_override, parse_override_value,
+                                      read_yaml, set_dotted)
 from ftplat.errors import ConfigError
 from ftplat.tasks import build_task
 from ftplat.zero.config import build_sweep_deepspeed_configs, is_preset
 
+__all__ = ["ConfigError", "apply_overrides", "build_literal_override", "build_sweep_configs", "load_sweep_configs",
+           "parse_override_value", "read_yaml", "set_dotted", "validate"]
+
 M = TypeVar("M", bound=BaseModel)
 
-_FLOAT_RE = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 #: Prefix that sends a command-line override to the search space instead of the job config.
 SEARCH_PREFIX = "search."
 
 
 def _describe_input(value: Any) -> str:
-    if isinstance(value, str) and _FLOAT_RE.match(value.strip()):
+    if isinstance(value, str) and FLOAT_TEXT_RE.match(value.strip()):
         return f"got the string {value!r}: write it as a YAML number such as 1.0e-5 (with a dot)"
     text = repr(value)
     return f"got {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _quote_hint(value: Any) -> str:
+    """What to write when YAML read a text field's value as a date, number or boolean."""
+    shown = str(value) if isinstance(value, (dt.date, int, float)) and not isinstance(value, bool) else "..."
+    return (f"YAML reads that as {type(value).__name__}: quote the value to keep it text ('{shown}' in a file, "
+            f"\"'{shown}'\" after the = of an override)")
 
 
 def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
@@ -45,6 +54,8 @@ def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
             msg = "unknown key (check the spelling; see the config reference in README.md)"
         elif kind in {"float_type", "int_type", "bool_type", "string_type", "literal_error"} or kind.endswith("_parsing"):
             msg = f"{msg}; {_describe_input(err.get('input'))}"
+            if kind == "string_type" and isinstance(err.get("input"), (dt.date, int, float)):
+                msg = f"{msg}; {_quote_hint(err['input'])}"
         # A rule across sections (JobConfig's own validators) names its fields in the message.
         lines.append(f"{path}: {msg}" if path else msg)
     return "; ".join(lines)
@@ -61,41 +72,6 @@ def validate(model: type[M], data: Any, *, source: str, prefix: str = "") -> M:
         raise ConfigError(f"{source}: {format_validation_error(exc, prefix=prefix)}") from None
 
 
-def format_yaml_error(path: Path, exc: yaml.YAMLError, text: str) -> str:
-    """``<path>: not valid YAML at line L, column C: <problem>``, with a hint for tabs (YAML
-    indents with spaces only, and a tab is the usual cause of an error that looks like none)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    problem = " ".join(str(problem).split())
-    if mark is None:
-        return f"{path}: not valid YAML ({problem})"
-    line = text.splitlines()[mark.line] if mark.line < len(text.splitlines()) else ""
-    hint = ""
-    if "\t" in line or "'\\t'" in problem:
-        hint = "; YAML indents with spaces only: replace the tab on that line with spaces"
-    return f"{path}: not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}{hint}"
-
-
-def read_yaml(path: str | Path, *, option: str = "--config") -> dict[str, Any]:
-    """The mapping in the YAML file given with ``option`` (named in the errors)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist; check the path given to {option}")
-    text = path.read_text()
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(format_yaml_error(path, exc, text)) from None
-    if data is None:
-        # An empty file is almost always a mistake (a failed copy, the wrong file); taking it
-        # as "all defaults" would silently run the embedded IMDB recipe.
-        raise ConfigError(f"{path}: {option} file is empty (or only comments); write the settings "
-                          f"to change in it, or leave out {option} to use the embedded defaults")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-    return data
-
-
 def check_misplaced_keys(keys: list[str], *, source: str, own: type[BaseModel], other: type[BaseModel],
                          other_name: str, fix: str) -> None:
     """Refuse top-level ``keys`` that ``own`` does not know but ``other`` does (a search space
@@ -105,57 +81,6 @@ def check_misplaced_keys(keys: list[str], *, source: str, own: type[BaseModel], 
         names = ", ".join(misplaced)
         raise ConfigError(f"{source}: {names} {'is a' if len(misplaced) == 1 else 'are'} {other_name} "
                           f"key{'' if len(misplaced) == 1 else 's'}; {fix}")
-
-
-def parse_override_value(text: str) -> Any:
-    """Parse the right side of ``key=value``: YAML scalars, and ``2e-5`` as a number (on the
-    command line nobody means the string)."""
-    if _FLOAT_RE.match(text.strip()) and not text.strip().lstrip("+-").isdigit():
-        return float(text)
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-
-
-def apply_overrides(
-    data: dict[str, Any], overrides: list[str], *, source: str = "override", dotted_sections: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """Return a copy of ``data`` with ``a.b.c=value`` overrides applied.
-
-    Under a section named in ``dotted_sections`` the rest of the key is one name: the search
-    space's ``parameters.training.learning_rate`` sets the parameter ``training.learning_rate``.
-    """
-    data = copy.deepcopy(data)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"{source} {item!r}: expected key=value, e.g. training.learning_rate=3.0e-5")
-        key, _, raw = item.partition("=")
-        parts = key.strip().split(".")
-        if len(parts) > 2 and parts[0] in dotted_sections:
-            parts = [parts[0], ".".join(parts[1:])]
-        if not all(parts):
-            raise ConfigError(f"{source} {item!r}: empty segment in key {key!r}")
-        node = data
-        for part in parts[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"{source} {item!r}: {part!r} is a value, not a section")
-            node = child
-        node[parts[-1]] = parse_override_value(raw)
-    return data
-
-
-def set_dotted(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """Return a copy of ``data`` with ``{"a.b": v}`` assignments applied (trial parameters)."""
-    data = copy.deepcopy(data)
-    for path, value in values.items():
-        node = data
-        *head, last = path.split(".")
-        for part in head:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return data
 
 
 def resolve_local_paths(job: JobConfig) -> JobConfig:
@@ -233,7 +158,8 @@ def build_sweep_configs(job_data: dict[str, Any], space_data: dict[str, Any], ov
     # them changes that one and keeps the others searched, with or without a file.
     if "parameters" not in space_data:
         space_data = {**space_data, "parameters": build_default_parameter_data()}
-    space_data = apply_overrides(space_data, space_overrides, dotted_sections=("parameters",))
+    space_data = apply_overrides(space_data, space_overrides, source="search-space override",
+                                 dotted_sections=("parameters",))
     space = validate(SearchSpaceConfig, build_objective_defaults(space_data, job), source=space_source)
     try:
         check_against_job(space, job)
@@ -280,7 +206,8 @@ def _candidate_values(param: Any) -> list[Any]:
 
 def check_parameter_values(space: SearchSpaceConfig, job: JobConfig, *, source: str) -> None:
     """Every value a parameter can take must give a valid job config (checked at the ends of
-    each range), so no trial fails on a value the sweep itself proposed."""
+    each range), and so must each point to evaluate, so no trial fails on a value the sweep
+    itself proposed."""
     base = job.model_dump()
     for path, param in space.parameters.items():
         for value in _candidate_values(param):
@@ -291,3 +218,9 @@ def check_parameter_values(space: SearchSpaceConfig, job: JobConfig, *, source: 
                     f"{source}: parameters.{path} can take {value!r}, which the job config refuses: "
                     f"{format_validation_error(exc)}"
                 ) from None
+    for i, point in enumerate(space.points_to_evaluate):
+        try:
+            JobConfig.model_validate(set_dotted(base, point))
+        except ValidationError as exc:
+            raise ConfigError(f"{source}: points_to_evaluate[{i}] gives a job config that is refused: "
+                              f"{format_validation_error(exc)}") from None

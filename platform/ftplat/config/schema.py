@@ -270,7 +270,15 @@ class JobConfig(StrictModel):
     def _fits_task(self):
         task = build_task(self)
         task.check_job(self)
-        check_task_metric(task, self.training.metric_for_best_model, field="training.metric_for_best_model")
+        natural = check_task_metric(task, self.training.metric_for_best_model, field="training.metric_for_best_model")
+        # Checkpoints are ranked, kept and loaded by this direction: the wrong one keeps each
+        # trial's worst checkpoint and exports it.
+        if self.training.greater_is_better is not None and self.training.greater_is_better != (natural == "max"):
+            raise ValueError(
+                f"training.greater_is_better is {str(self.training.greater_is_better).lower()} for "
+                f"{self.training.metric_for_best_model}: that metric is "
+                f"{'minimised' if natural == 'min' else 'maximised'}; set training.greater_is_better: "
+                f"{str(natural == 'max').lower()}, or leave it out")
         if self.training.fp16 and not self.resources.use_gpu:
             # Accelerate runs fp16 on CPU as plain float32 without a word; bf16 does run on CPU.
             raise ValueError("training.fp16 is true but resources.use_gpu is false: float16 mixed precision "

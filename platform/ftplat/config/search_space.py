@@ -13,9 +13,16 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from ftplat.config.schema import JobConfig, StrictModel, check_task_metric, normalize_eval_metric
+from ftplat.config.yaml_input import FLOAT_TEXT_RE
 from ftplat.tasks import build_task
 
 Scope = Literal["last", "avg", "last-5-avg", "last-10-avg", "all"]
+
+
+def _describe_wrong_number(value: Any, kind: str) -> str:
+    if isinstance(value, str) and FLOAT_TEXT_RE.match(value.strip()):
+        return f"got the string {value!r}: write it as a YAML number such as 2.0e-5 (with a dot)"
+    return f"must be {kind}, got {value!r}"
 
 
 class _Range(StrictModel):
@@ -27,6 +34,14 @@ class _Range(StrictModel):
         if not self.low < self.high:
             raise ValueError(f"low ({self.low}) must be below high ({self.high})")
         return self
+
+    def describe_misfit(self, value: Any) -> str | None:
+        """Why ``value`` is not one this parameter can take (a point to evaluate); None if it is."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return _describe_wrong_number(value, "a number")
+        if not self.low <= value <= self.high:
+            return f"{value!r} is outside the searched range [{self.low}, {self.high}]"
+        return None
 
 
 class LogUniformParam(_Range):
@@ -55,10 +70,23 @@ class IntParam(StrictModel):
             raise ValueError(f"low ({self.low}) must be below high ({self.high})")
         return self
 
+    def describe_misfit(self, value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return _describe_wrong_number(value, "a whole number")
+        if not self.low <= value <= self.high:
+            return f"{value!r} is outside the searched range [{self.low}, {self.high}] (high included)"
+        return None
+
 
 class ChoiceParam(StrictModel):
     type: Literal["choice"]
     values: list[Any] = Field(min_length=1)
+
+    def describe_misfit(self, value: Any) -> str | None:
+        # True == 1 in Python; a choice of [0, 1] does not offer true.
+        if any(value == v and isinstance(value, bool) == isinstance(v, bool) for v in self.values):
+            return None
+        return f"{value!r} is not one of the choices {self.values}"
 
 
 Param = Annotated[
@@ -118,7 +146,7 @@ class SearchSpaceConfig(StrictModel):
     """A sweep: what varies, what is optimised, and how many trials run."""
 
     parameters: dict[str, Param] = Field(default_factory=_default_parameters)
-    """``{dotted.job.path: distribution}``; default: training.learning_rate loguniform [1e-5, 1e-4], training.warmup_steps uniform [0, 0.2] (a ratio), training.weight_decay uniform [0, 0.1]."""
+    """``{dotted.job.path: distribution}``; default: training.learning_rate loguniform [1e-5, 1e-4], training.warmup_steps uniform [0, 0.2] (a ratio), training.weight_decay uniform [0, 0.1]. Only fields each trial applies itself: training.* (not metric_for_best_model, greater_is_better, save_total_limit), model.peft.*, model.trainable_patterns, task.mlm_probability, resources.num_workers, use_gpu, cpus_per_worker, gpus_per_worker, max_failures."""
     objective: ObjectiveConfig = ObjectiveConfig()
     scope: Scope = "last"
     """How a trial's evaluations become one score: its last, the mean of all, of the last 5
@@ -137,7 +165,8 @@ class SearchSpaceConfig(StrictModel):
     scheduler: SchedulerConfig = FifoSchedulerConfig(type="fifo")
     """``{type: fifo}`` runs every trial to the end; ``{type: asha, ...}`` stops weak trials early."""
     points_to_evaluate: list[dict[str, Any]] = []
-    """Trials to run first, as {parameter path: value} (e.g. the recipe's own settings)."""
+    """Trials to run first, as {parameter path: value} (e.g. the recipe's own settings): every
+    parameter, each a value it can take (inside its range, one of its choices)."""
 
     @field_validator("parameters")
     @classmethod
@@ -163,13 +192,63 @@ class SearchSpaceConfig(StrictModel):
 
     @model_validator(mode="after")
     def _points_cover_parameters(self):
+        # Checked here, not by the searcher: Optuna refuses a value outside its distribution
+        # only once Ray runs, and a value of the wrong type would fail its trial.
         for i, point in enumerate(self.points_to_evaluate):
             if set(point) != set(self.parameters):
                 raise ValueError(
                     f"points_to_evaluate[{i}] must set exactly the parameters "
                     f"{sorted(self.parameters)}, got {sorted(point)}"
                 )
+            for path, value in point.items():
+                misfit = self.parameters[path].describe_misfit(value)
+                if misfit:
+                    raise ValueError(f"points_to_evaluate[{i}].{path}: {misfit}")
         return self
+
+
+_RANKING = ("the job's value ranks every trial's checkpoints (which one is best, loaded at the end and kept "
+            "by retention), once per sweep")
+_DATA = "the data is read and tokenized once per sweep, with the job's data section"
+_MODEL = ("the data is tokenized and its labels encoded once per sweep, with the job's model's tokenizer and "
+          "labels; a trial's own model would not match those token ids and labels")
+#: Which paths a trial applies to its own copy of the job, first match wins (``x.`` covers a
+#: section): None when it does, else why the value is read once for the whole sweep. A trial's
+#: driver places its workers from its job (tune/trial.py), and each worker builds its
+#: TrainingArguments, model and collator from it (train/worker.py); everything else is built
+#: once, from the job config, before the first trial.
+PER_TRIAL_RULES: tuple[tuple[str, str | None], ...] = (
+    ("training.metric_for_best_model", _RANKING),
+    ("training.greater_is_better", _RANKING),
+    ("training.save_total_limit", "checkpoint retention applies the job's limit to every trial"),
+    ("training.", None),
+    ("model.peft.", None),
+    ("model.peft", "a trial varies the adapter's fields (model.peft.r, ...), not whether there is one; set "
+                   "model.peft in the job config"),
+    ("model.trainable_patterns", None),
+    ("model.", _MODEL),
+    ("data.", _DATA),
+    ("task.mlm_probability", None),
+    ("task.", "the task decides how the data is tokenized and how trials are scored, once per sweep; export "
+              "and the test score use the job's task settings"),
+    ("resources.num_workers", None),
+    ("resources.use_gpu", None),
+    ("resources.cpus_per_worker", None),
+    ("resources.gpus_per_worker", None),
+    ("resources.max_failures", None),
+    ("resources.", "Tune reserves the trial drivers and runs the trials with the job's value, once per sweep"),
+    ("storage.", "the sweep's storage folder and name are set once per sweep"),
+    ("retention.", "one retention policy applies to the whole sweep"),
+    ("tracking.", "the sweep's MLflow runs are set up once per sweep"),
+)
+
+
+def read_per_sweep_reason(path: str) -> str | None:
+    """Why the job field ``path`` cannot vary per trial; None when a trial applies its own value."""
+    for prefix, reason in PER_TRIAL_RULES:
+        if path == prefix or (prefix.endswith(".") and path.startswith(prefix)):
+            return reason
+    return None
 
 
 def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
@@ -193,6 +272,10 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
             node = node[part]
         if isinstance(node, dict):
             raise ValueError(f"search space parameters.{path}: is a section, name one of its fields")
+        reason = read_per_sweep_reason(path)
+        if reason:
+            raise ValueError(f"search space parameters.{path}: cannot vary per trial: {reason}; set it in the "
+                             f"job config ({path}) and run one sweep per value")
         if path == "training.warmup_steps" and isinstance(param, (UniformParam, LogUniformParam)):
             if param.low < 1 <= param.high:
                 raise ValueError(

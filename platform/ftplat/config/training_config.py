@@ -59,7 +59,8 @@ class TrainingConfig(StrictModel):
     """A metric of the task (with or without eval_) that ranks a trial's checkpoints; default:
     the task's main metric (accuracy for text-classification)."""
     greater_is_better: bool | None = None
-    """Default: the metric's natural direction (False for loss, mse, mae)."""
+    """Default: the metric's natural direction (False for loss, mse, mae); the other one is refused
+    (it would keep and export each trial's worst checkpoint)."""
     fp16: bool = False
     """Mixed precision float16 (GPU)."""
     bf16: bool = False

@@ -1,0 +1,50 @@
+"""Config files that YAML would read wrongly or not at all: a key given twice (PyYAML keeps
+the last and drops the rest without a word) and a directory given as the file."""
+
+import pytest
+
+from ftplat.config.loading import ConfigError, load_sweep_configs, parse_override_value
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_a_section_given_twice_is_refused_naming_the_key_and_lines(tmp_path):
+    path = write(tmp_path, "job.yaml", "training:\n  learning_rate: 3.0e-5\nmodel:\n  name_or_path: bert-base-cased\n"
+                                       "training:\n  num_train_epochs: 1.0\n")
+    with pytest.raises(ConfigError) as err:
+        load_sweep_configs(path, None)
+    message = str(err.value)
+    assert message.startswith(f"{path}: not valid YAML at line 5, column 1: duplicate key 'training' (first at line 1)")
+    assert "\n" not in message
+
+
+def test_a_nested_key_given_twice_in_a_search_space_is_refused(tmp_path):
+    path = write(tmp_path, "space.yaml", "parameters:\n"
+                                         "  training.learning_rate: {type: loguniform, low: 1.0e-5, high: 1.0e-4}\n"
+                                         "  training.learning_rate: {type: uniform, low: 0.0, high: 0.1}\n")
+    with pytest.raises(ConfigError, match=r"line 3, column 3: duplicate key 'training.learning_rate' \(first at line 2\)"):
+        load_sweep_configs(None, path)
+
+
+def test_a_merge_key_may_set_a_key_again(tmp_path):
+    path = write(tmp_path, "job.yaml", "training:\n  <<: {learning_rate: 3.0e-5, seed: 1}\n  seed: 7\n")
+    job, _ = load_sweep_configs(path, None)
+    assert (job.training.learning_rate, job.training.seed) == (3.0e-5, 7)
+
+
+def test_a_key_given_twice_on_the_command_line_is_refused():
+    with pytest.raises(ConfigError, match="duplicate key 'low'"):
+        load_sweep_configs(None, None, ["search.parameters.training.weight_decay={type: uniform, low: 0.0, low: 0.1}"])
+    assert parse_override_value("{a: 1, b: 2}") == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize("option", ["--config", "--search-space"])
+def test_a_directory_is_named_as_one(tmp_path, option):
+    args = (tmp_path, None) if option == "--config" else (None, tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load_sweep_configs(*args)
+    assert str(err.value) == f"{option} {str(tmp_path)!r} is a directory; give the YAML file in it"
