@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ftplat.errors import EXIT_USAGE, UserError
@@ -22,12 +23,22 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> 
         if value < 1:
             print(f"error: {flag} must be at least 1, got {value}", file=sys.stderr)
             return EXIT_USAGE
+    from ftplat.config.base import looks_like_local_path
     from ftplat.zero.config import check_deepspeed_installed
     from ftplat.zero.estimate import build_estimate_report, build_meta_model
 
+    model_path = args.model
+    # The sweep's rule for model.name_or_path: a value written as a path is never a hub id, so a
+    # missing one is named as such (transformers would call it a malformed repo id).
+    if looks_like_local_path(args.model):
+        model_path = os.path.expanduser(args.model)  # transformers does not expand ~
+        if not os.path.exists(model_path):
+            print(f"error: --model {args.model!r} does not exist; give a local model directory or a hub id",
+                  file=sys.stderr)
+            return EXIT_USAGE
     try:
         check_deepspeed_installed("ftplat ds-estimate")
-        model = build_meta_model(args.model, trust_remote_code=args.trust_remote_code)
+        model = build_meta_model(model_path, trust_remote_code=args.trust_remote_code)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

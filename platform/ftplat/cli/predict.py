@@ -109,8 +109,17 @@ def build_generation_options(args: argparse.Namespace, task: Any) -> dict[str, A
     return options
 
 
+def build_argument_input(text: str, number: int) -> str | dict[str, str]:
+    """The input of the ``number``-th TEXT argument. A blank one is refused: a blank line of a
+    file only separates texts, but a blank argument is usually an unset shell variable."""
+    if not text.strip():
+        raise UserError(f"argument {number} ({text!r}) is blank: give a text to predict on, or leave it out "
+                        "(only --file skips blank lines)")
+    return build_text_input(text, f"argument {number}")
+
+
 def run_predict_cli(args: argparse.Namespace) -> int:
-    inputs = [build_text_input(text, f"argument {i}") for i, text in enumerate(args.texts, start=1)]
+    inputs = [build_argument_input(text, i) for i, text in enumerate(args.texts, start=1)]
     if args.file:
         inputs += read_file_inputs(args.file)
     if not inputs:
@@ -148,7 +157,8 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat predict") -> int:
                                 "(labels and scores, labels above a threshold, values, entities, the words for a "
                                 "mask token, or generated text).")
     p.add_argument("model_dir", help="a model directory (ftplat export, or any HF model of an ftplat task)")
-    p.add_argument("texts", nargs="*", help="texts to predict on; TEXT<TAB>TEXT_PAIR for a sentence pair")
+    p.add_argument("texts", nargs="*", help="texts to predict on (a blank one is refused); TEXT<TAB>TEXT_PAIR for a "
+                   "sentence pair")
     p.add_argument("--file", help="also each non-empty line of this file ('-' for stdin; TEXT<TAB>TEXT_PAIR for a "
                    'pair); a .jsonl file holds one {"text": ..., "text_pair": ...} object per line')
     p.add_argument("--batch-size", type=int, default=32)

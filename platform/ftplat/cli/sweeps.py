@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ftplat.errors import EXIT_OK, EXIT_USAGE, UserError
@@ -19,18 +20,87 @@ def build_default_storage() -> str:
     return StorageConfig.model_fields["storage_path"].default
 
 
+def is_sweep_path(sweep: str) -> bool:
+    """A URI or a path (one with a ``/``, or starting with ``~`` or ``.``), not a bare name."""
+    return "://" in sweep or "/" in sweep or sweep.startswith(("~", "."))
+
+
 def build_sweep_uri(sweep: str, storage: str) -> str:
-    """A URI or a path (one with a ``/``, or starting with ``~`` or ``.``) as given; a bare
-    name is a sweep under ``storage``, or a folder here when ``storage`` has none of that name."""
+    """A URI or a path as given; a bare name is a sweep under ``storage``, or a folder here when
+    ``storage`` has none of that name."""
     from ftplat.layout import build_sweep_config_uri
     from ftplat.storage import join_uri, path_exists
 
-    if "://" in sweep or "/" in sweep or sweep.startswith(("~", ".")):
+    if is_sweep_path(sweep):
         return sweep
     under_root = join_uri(storage, sweep)
     if not path_exists(build_sweep_config_uri(under_root)) and os.path.isdir(sweep):
         return sweep
     return under_root
+
+
+def read_storage_type(uri: str, what: str):
+    """What ``uri`` is (pyarrow's FileType); ``UserError`` naming ``what`` when its storage cannot
+    be reached. It only reads: read-only storage passes (``storage.check_storage_reachable``,
+    the sweep's check, also needs write permission)."""
+    import pyarrow as pa
+
+    from ftplat.storage import mask_uri_credentials, resolve_storage
+
+    try:
+        fs, path = resolve_storage(uri)
+        return fs.get_file_info(path).type
+    except (OSError, pa.ArrowException) as exc:
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        fix = ("check the bucket, AWS_ENDPOINT_URL and the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+               "AWS_DEFAULT_REGION) in this environment" if "://" in uri and not uri.startswith("file://")
+               else "give a folder you can read")
+        raise UserError(mask_uri_credentials(f"{what} {uri!r} is not reachable ({first[:300]}); {fix}")) from None
+
+
+@dataclass(frozen=True)
+class UnreadableSweep:
+    """A sweep under the storage root whose files cannot be read: listed as such, so that one
+    cut-short or foreign ``sweep_config.json`` does not hide the other sweeps."""
+
+    name: str
+    path: str
+    reason: str
+
+    @property
+    def status(self) -> str:
+        return f"unreadable: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "status": self.status, "errors": [self.reason]}
+
+
+def read_sweep_statuses(root: str, *, now: float, stale_after_s: float) -> list:
+    """Every sweep under ``root``, in name order: its status, or an ``UnreadableSweep``."""
+    import pyarrow.fs as pafs
+
+    from ftplat.storage import join_uri, mask_uri_credentials
+    from ftplat.tune.status import read_sweep_names, read_sweep_status
+
+    kind = read_storage_type(root, "STORAGE")
+    if kind == pafs.FileType.NotFound:
+        raise UserError(f"STORAGE {mask_uri_credentials(root)!r} does not exist")
+    if kind != pafs.FileType.Directory:
+        raise UserError(f"STORAGE {mask_uri_credentials(root)!r} is a file; give the folder (or s3:// prefix) "
+                        "that holds the sweep folders")
+    try:
+        names = read_sweep_names(root)
+    except OSError as exc:
+        why = " ".join(str(exc).split())
+        raise UserError(mask_uri_credentials(f"STORAGE {root!r} cannot be listed ({why})")) from None
+    statuses = []
+    for name in names:
+        uri = join_uri(root, name)
+        try:
+            statuses.append(read_sweep_status(uri, now=now, stale_after_s=stale_after_s))
+        except UserError as exc:  # also a folder whose config went away since it was listed
+            statuses.append(UnreadableSweep(name, uri, getattr(exc, "reason", str(exc))))
+    return statuses
 
 
 def format_bytes(n: int) -> str:
@@ -95,12 +165,16 @@ def format_sweep_list(statuses: list, now: float) -> str:
     headers = ["sweep", "status", "trials", "leader score", "size", "last change"]
     rows = []
     for s in statuses:
+        if isinstance(s, UnreadableSweep):  # why on a line of its own below, as it is long
+            rows.append([s.name, "unreadable", "-", "-", "-", "-"])
+            continue
         leader = s.leader_trial()
         rows.append([s.name, s.status, f"{s.trials_done}/{s.num_samples}",
                      f"{format_value(leader.score)} ({s.metric}[{s.scope}])" if leader else "-",
                      format_bytes(s.storage_bytes), format_age(s.last_change, now)])
     widths = [max(len(x) for x in col) for col in zip(headers, *rows)]
-    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [headers, *rows])
+    lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [headers, *rows]]
+    return "\n".join(lines + [f"{s.name}: {s.status}" for s in statuses if isinstance(s, UnreadableSweep)])
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -124,25 +198,26 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat sweeps") -> int:
     args = build_parser(prog).parse_args(argv)
-    from ftplat.storage import join_uri, mask_uri_credentials, path_exists
-    from ftplat.tune.status import read_sweep_names, read_sweep_status
+    from ftplat.storage import mask_uri_credentials
+    from ftplat.tune.status import read_sweep_status
 
     now = time.time()
     try:
         if args.action == "show":
-            uri = build_sweep_uri(args.sweep, args.storage or build_default_storage())
+            storage = args.storage or build_default_storage()
+            if not is_sweep_path(args.sweep):  # the name is looked up under the root first
+                read_storage_type(storage, "--storage")
+            uri = build_sweep_uri(args.sweep, storage)
+            read_storage_type(uri, "SWEEP")
             status = read_sweep_status(uri, now=now, stale_after_s=args.stale_after)
             text = json.dumps(status.to_dict(), indent=2) if args.json else format_sweep_status(status, now)
         else:
             root = args.storage or build_default_storage()
-            if not path_exists(root):
-                raise UserError(f"STORAGE {mask_uri_credentials(root)!r} does not exist")
-            statuses = [read_sweep_status(join_uri(root, n), now=now, stale_after_s=args.stale_after)
-                        for n in read_sweep_names(root)]
+            statuses = read_sweep_statuses(root, now=now, stale_after_s=args.stale_after)
             text = (json.dumps({"storage": root, "sweeps": [s.to_dict() for s in statuses]}, indent=2) if args.json
                     else format_sweep_list(statuses, now) if statuses else f"no sweeps under {root}")
     except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {mask_uri_credentials(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     print(mask_uri_credentials(text))
     return EXIT_OK

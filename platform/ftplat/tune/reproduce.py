@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
+import posixpath
 from typing import Any
 
 from ftplat.config.loading import build_sweep_configs
@@ -28,7 +30,9 @@ DEFAULT_TOLERANCE = 1e-4
 
 
 def read_recorded_sweep(sweep_uri: str) -> tuple[dict[str, Any], SweepSummary]:
-    """The sweep's recorded configs and its summary; a sweep without them cannot be reproduced."""
+    """The sweep's recorded configs and its summary; a sweep without them cannot be reproduced.
+    The configs' ``storage.storage_path`` is the folder that holds the sweep now, so that the
+    reproduction runs beside it even when it was copied or moved since it ran."""
     config_uri = build_sweep_config_uri(sweep_uri)
     if not path_exists(config_uri):
         raise UserError(f"{sweep_uri} holds no sweep_config.json: not an ftplat sweep folder "
@@ -36,7 +40,18 @@ def read_recorded_sweep(sweep_uri: str) -> tuple[dict[str, Any], SweepSummary]:
     if not path_exists(build_summary_uri(sweep_uri)):
         raise UserError(f"{sweep_uri} has no summary.json yet: reproduce a trial once its sweep has ended "
                         f"(`ftplat sweeps show {sweep_uri}` says how far it is)")
-    return read_json(config_uri), SweepSummary.read(sweep_uri)
+    config_json = read_json(config_uri)
+    config_json["job"]["storage"]["storage_path"] = build_parent_uri(sweep_uri)
+    return config_json, SweepSummary.read(sweep_uri)
+
+
+def build_parent_uri(sweep_uri: str) -> str:
+    """The folder (or ``s3://`` prefix) holding the sweep folder ``sweep_uri``; a local one
+    absolute, as the sweep's workers do not share this process's directory."""
+    if "://" not in sweep_uri:
+        return os.path.dirname(os.path.abspath(os.path.expanduser(sweep_uri.rstrip("/") or "/")))
+    scheme, path = sweep_uri.split("://", 1)
+    return f"{scheme}://{posixpath.dirname(path.rstrip('/'))}"
 
 
 def select_trial(summary: SweepSummary, trial_id: str | None) -> TrialRecord:

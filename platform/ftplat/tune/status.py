@@ -274,28 +274,49 @@ def read_live_trials(sweep_uri: str, config: dict) -> tuple[list[TrialRecord], d
     return records, timings
 
 
+class UnreadableSweepError(UserError):
+    """A sweep folder holding a file that cannot be read; ``reason`` says which and why."""
+
+    def __init__(self, sweep_uri: str, reason: str):
+        super().__init__(f"SWEEP {sweep_uri!r} cannot be read: {reason}")
+        self.reason = reason
+
+
 def read_sweep_status(sweep_uri: str, *, now: float | None = None,
                       stale_after_s: float = DEFAULT_STALE_AFTER_S) -> SweepStatus:
-    """The status of the sweep folder ``sweep_uri``; ``UserError`` when it is not one."""
+    """The status of the sweep folder ``sweep_uri``; ``UserError`` when it is not one, and
+    ``UnreadableSweepError`` when a file in it is cut short (a copy still being written), is not
+    what ftplat writes, or storage refuses to read it: one such sweep must not fail a listing."""
     config_uri = build_sweep_config_uri(sweep_uri)
     if not path_exists(config_uri):
         raise UserError(f"SWEEP {sweep_uri!r} is not an ftplat sweep folder (it has no "
                         f"{posixpath.basename(config_uri)}); `ftplat sweeps list STORAGE` lists the sweeps")
-    config = read_json(config_uri)
-    now = time.time() if now is None else now
-    usage = read_storage_usage(sweep_uri)
-    summary = SweepSummary.read(sweep_uri) if path_exists(build_summary_uri(sweep_uri)) else None
-    records, timings = read_live_trials(sweep_uri, config)
-    if summary is not None:
-        records = summary.trials
-        # The summary is the sweep's record; Tune's state adds only when each trial ran.
-        for rec in records:
-            known = timings.get(rec.trial_id) or TrialTiming(
-                time_total_s=(rec.train_result or {}).get("train_runtime"))
-            timings[rec.trial_id] = dataclasses.replace(known, completed=rec.train_result is not None)
-    name = config["job"]["storage"].get("sweep_name") or posixpath.basename(sweep_uri.rstrip("/"))
-    return build_sweep_status(name=name, path=sweep_uri, config=config, records=records, timings=timings,
-                              usage=usage, summary=summary, now=now, stale_after_s=stale_after_s)
+    reading = f"{posixpath.basename(config_uri)}: "
+    try:
+        config = read_json(config_uri)
+        if not (isinstance(config, dict) and all(isinstance(config.get(k), dict) for k in ("job", "search_space"))):
+            raise UnreadableSweepError(sweep_uri, f"{reading}not an ftplat sweep config (no job and search_space)")
+        reading = ""
+        now = time.time() if now is None else now
+        usage = read_storage_usage(sweep_uri)
+        summary = SweepSummary.read(sweep_uri) if path_exists(build_summary_uri(sweep_uri)) else None
+        records, timings = read_live_trials(sweep_uri, config)
+        if summary is not None:
+            records = summary.trials
+            # The summary is the sweep's record; Tune's state adds only when each trial ran.
+            for rec in records:
+                known = timings.get(rec.trial_id) or TrialTiming(
+                    time_total_s=(rec.train_result or {}).get("train_runtime"))
+                timings[rec.trial_id] = dataclasses.replace(known, completed=rec.train_result is not None)
+        name = config["job"]["storage"].get("sweep_name") or posixpath.basename(sweep_uri.rstrip("/"))
+        return build_sweep_status(name=name, path=sweep_uri, config=config, records=records, timings=timings,
+                                  usage=usage, summary=summary, now=now, stale_after_s=stale_after_s)
+    except UserError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), None)
+        detail = f" ({first[:300]})" if first else ""
+        raise UnreadableSweepError(sweep_uri, f"{reading}{type(exc).__name__}{detail}") from None
 
 
 def read_sweep_names(storage_uri: str) -> list[str]:
