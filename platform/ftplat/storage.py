@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
 import re
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -31,11 +33,40 @@ def path_exists(uri: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+#: pyarrow filesystems whose writes appear whole (``FileSystem.type_name``).
+_OBJECT_STORES = frozenset({"s3", "gcs"})
+
+
 def write_json(uri: str, payload: Any) -> None:
+    """Write ``payload`` as JSON, whole or not at all (``run_write_text_atomically``)."""
     fs, path = resolve_storage(uri)
     fs.create_dir(posixpath.dirname(path), recursive=True)
-    with fs.open_output_stream(path) as out:
-        out.write(json.dumps(payload, indent=2, sort_keys=False, default=str).encode())
+    run_write_text_atomically(fs, path, json.dumps(payload, indent=2, sort_keys=False, default=str))
+
+
+def run_write_text_atomically(fs: pafs.FileSystem, path: str, text: str) -> None:
+    """Replace the file at ``path`` with ``text`` so that readers find the old file or the new
+    one, never part of one.
+
+    A file written in place and cut short (a full disk, a killed driver) is invalid JSON that
+    stops every later reader. On a local or NFS path the text is written aside and moved over
+    (a rename); an object store's PUT makes the object appear whole already, and its "move" is
+    a copy and a delete, so there it is written directly.
+    """
+    if fs.type_name in _OBJECT_STORES:
+        with fs.open_output_stream(path) as out:
+            out.write(text.encode("utf-8"))
+        return
+    # Unique per write: two writers of one file must not share the file written aside.
+    tmp = f"{path}.ftplat-tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        with fs.open_output_stream(tmp) as out:
+            out.write(text.encode("utf-8"))
+        fs.move(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.delete_file(tmp)
+        raise
 
 
 def read_json(uri: str) -> Any:

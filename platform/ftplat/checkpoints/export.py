@@ -17,9 +17,9 @@ from ftplat.checkpoints.card import build_card_data, build_card_document, build_
 from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.config.schema import TaskConfig
 from ftplat.errors import UserError
-from ftplat.layout import build_sweep_config_uri
+from ftplat.layout import build_sweep_config_uri, build_train_run_uri
 from ftplat.records import SweepSummary, TrialRecord
-from ftplat.storage import path_exists, read_json
+from ftplat.storage import join_uri, path_exists, read_json
 from ftplat.tasks import TASK_FILE, TASKS, Task, build_task
 
 EXPORT_RECORD = "ftplat_export.json"
@@ -218,16 +218,25 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
     A peft sweep's winner is merged into its base model, or with ``adapter_only`` exported
     as the adapter alone (the card names the base model it needs)."""
     out_dir = os.path.expanduser(out_dir)
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UserError(f"OUT_DIR {out_dir!r} is a file; give a new or empty folder")
     summary = SweepSummary.read(sweep_uri)
     trial = summary.winner_trial()
     if trial is None or trial.best_checkpoint is None:
         raise UserError(f"sweep {sweep_uri!r} has no winner with a checkpoint to export")
     if os.path.exists(out_dir) and os.listdir(out_dir):
         raise UserError(f"OUT_DIR {out_dir!r} exists and is not empty; choose a new folder")
+    # Under SWEEP as given: the recorded path is where the driver saw the sweep, which another
+    # machine (another mount, a copied folder) does not have.
+    checkpoint_uri = join_uri(build_train_run_uri(sweep_uri, trial.trial_id), trial.best_checkpoint.name)
+    if not path_exists(checkpoint_uri):
+        raise UserError(f"the winner's best checkpoint {trial.best_checkpoint.name} (trial {trial.trial_id}) is not "
+                        f"in {sweep_uri!r}: {checkpoint_uri!r} does not exist (deleted, or a copy without it); "
+                        "give the sweep folder that holds it")
     sweep_config = read_sweep_config(sweep_uri)
     settings = build_task_settings(sweep_config, summary)
     card = build_model_card(summary, trial, sweep_config)  # before copying: a failure leaves OUT_DIR empty
-    weights = run_write_model_dir(trial.best_checkpoint.path, out_dir, (sweep_config or {}).get("job"),
+    weights = run_write_model_dir(checkpoint_uri, out_dir, (sweep_config or {}).get("job"),
                                   adapter_only=adapter_only)
     card += build_weights_section(weights)
     card_data = build_card_data(summary, trial, build_task(settings), (sweep_config or {}).get("job") or {}, weights)
@@ -239,6 +248,7 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
               "objective": {"metric": summary.objective.metric, "mode": summary.objective.mode},
               "trial": {k: trial_dict[k] for k in ("trial_id", "hyperparameters", "scores", "best_checkpoint")},
               "weights": weights}
+    record["trial"]["best_checkpoint"] = {**record["trial"]["best_checkpoint"], "path": checkpoint_uri}
     if summary.test is not None:
         record["test"] = summary.test
     with open(os.path.join(out_dir, EXPORT_RECORD), "w") as f:

@@ -12,15 +12,21 @@ The kept set comes from ``retention.select_sweep_partition`` over the trials' hi
   a finished trial whose Trainer state is unreadable) loses nothing: a later pass decides.
 * A running trial keeps the latest checkpoint its Ray snapshot registers (its restore point),
   whatever newer folder names say: a newer folder can be an upload the driver's death cut short.
-* A checkpoint folder no history row names is an orphan (an ASHA-stopped trial leaves these):
-  deleted when its trial has finished, kept while it runs, since it may be an upload whose
-  report has not reached the summary yet.
+* A checkpoint folder no history row names and the run's Ray snapshot does not track is an
+  orphan (an ASHA-stopped trial leaves these, and so does a crash between a snapshot rewrite
+  and its deletions): deleted when its trial has finished, kept while it runs, since it may be
+  an upload whose report has not reached the summary yet. A folder the snapshot tracks was
+  reported: when no history row names it, the history is what lacks it (a ``summary.json``
+  older than a resumed run), so it is kept.
 * ``ftplat checkpoints gc`` deletes nothing of a running trial; what the policy would remove is
   listed as ``defer``. Its Train controller holds the checkpoint list in memory and rewrites the
   snapshot from it on every report, so a folder deleted under it comes back in the snapshot and
   would make the next restore of that run fail. The sweep driver itself does delete there
   (``delete_running=True``, after every evaluation, see ``tune/live_retention.py``) because the
   trial driver repairs the run's snapshot (``run_repair_snapshot``) before every restore.
+  Which trials run it reads from ``summary.json``; when Tune saved its state after that file
+  (a ``--resume`` is running or died), the statuses are stale and everything is deferred
+  (``read_resumed_since_summary``).
 * A completed trial's kept checkpoints lose their optimizer state (``strip-state``, see
   ``checkpoints/strip.py``) unless the policy keeps it: nothing resumes such a trial.
 * Before deleting checkpoints a finished trial's snapshot tracks, the snapshot is rewritten
@@ -36,8 +42,6 @@ import posixpath
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import pyarrow.fs as pafs
-
 from ftplat.checkpoints.listing import list_dirs, read_storage_listing, read_text
 from ftplat.checkpoints.retention import (
     CheckpointInfo,
@@ -47,10 +51,11 @@ from ftplat.checkpoints.retention import (
 )
 from ftplat.checkpoints.strip import run_strip_checkpoint
 from ftplat.errors import UserError
-from ftplat.layout import parse_checkpoint_step, parse_train_run_name
-from ftplat.ray_internals import SNAPSHOT_FILE, build_pruned_snapshot, select_snapshot_names
+from ftplat.layout import build_summary_uri, parse_checkpoint_step, parse_train_run_name
+from ftplat.ray_internals import (SNAPSHOT_FILE, build_pruned_snapshot, read_experiment_state_mtime,
+                                  select_snapshot_names)
 from ftplat.records import CHECKPOINT_NAME_KEY, COMPLETED_STATUS, SweepSummary, TrialRecord
-from ftplat.storage import join_uri, resolve_storage
+from ftplat.storage import join_uri, resolve_storage, run_write_text_atomically
 
 KEEP, DELETE, DEFER, PRUNE_SNAPSHOT, STRIP_STATE = "keep", "delete", "defer", "prune-snapshot", "strip-state"
 
@@ -97,7 +102,8 @@ def _folder_order(name: str) -> tuple[int, str]:
 
 
 def _select_folder_action(
-    trial: TrialCheckpoints, name: str, kept: dict, deleted: dict, delete_running: bool, registered_latest: str | None
+    trial: TrialCheckpoints, name: str, kept: dict, deleted: dict, delete_running: bool, registered_latest: str | None,
+    tracked: set[str],
 ) -> tuple[str, str]:
     """(action, reason) for one checkpoint folder of a trial named in the summary."""
     key = (trial.trial_id, name)
@@ -108,6 +114,10 @@ def _select_folder_action(
     if trial.running and name == registered_latest:
         # A newer folder can be an upload cut short; a restore resumes from this one.
         return KEEP, "latest checkpoint registered in the run's snapshot: the running trial's restore point"
+    if key not in deleted and name in tracked:
+        # Ray registered it, so it was reported: the history that does not name it is the
+        # one missing something (a stale summary, a resumed trial), and its score is unknown.
+        return KEEP, "tracked in the run's snapshot but named by no evaluation in the history: kept until one names it"
     if not trial.running:
         return DELETE, deleted.get(key, "orphan, not tracked")
     if key in deleted:
@@ -163,7 +173,7 @@ def select_gc_plan(
             continue
         rows = [GcAction(join_uri(sweep_uri, run, name),
                          *_select_folder_action(trial, name, kept, deleted, delete_running,
-                                                registered_latest.get(run)))
+                                                registered_latest.get(run), tracked.get(run, set())))
                 for name in sorted(folders[run], key=_folder_order)]
         dropped = {posixpath.basename(r.path) for r in rows if r.action == DELETE} & tracked.get(run, set())
         # Folders deleted while the trial ran: its controller kept naming them in the snapshot
@@ -203,6 +213,34 @@ def read_gc_plan(sweep_uri: str, policy: RetentionPolicy, greater_is_better: boo
                                delete_running=delete_running)
 
 
+#: Why ``ftplat checkpoints gc`` applies nothing to a sweep that ran after its summary: the
+#: plan's lines, then the whole story.
+RESUMED_SINCE_SUMMARY = "the sweep ran after summary.json was written"
+RESUMED_SINCE_SUMMARY_DETAIL = (f"{RESUMED_SINCE_SUMMARY} (Tune saved its state later: a --resume is running, or "
+                                "stopped before its end), so its trial statuses and histories are stale; gc applies "
+                                "once the resume has ended and written its summary")
+
+
+def read_resumed_since_summary(sweep_uri: str) -> bool:
+    """Whether Tune saved the sweep's experiment state after ``summary.json`` was written.
+
+    A sweep writes its summary after Tune's last save; a ``--resume`` saves again within
+    seconds of its start. The summary then knows neither the resumed trials' new checkpoints
+    nor that they run: planned from it, gc would treat a running trial as finished and delete
+    its uploads and its restore point.
+    """
+    fs, summary_path = resolve_storage(build_summary_uri(sweep_uri))
+    summary_info = fs.get_file_info(summary_path)
+    state = read_experiment_state_mtime(fs, posixpath.dirname(summary_path))
+    return state is not None and summary_info.mtime is not None and state > summary_info.mtime.timestamp()
+
+
+def build_deferred_plan(plan: Sequence[GcAction], why: str) -> list[GcAction]:
+    """``plan`` with nothing left to apply: each deletion, strip and snapshot rewrite deferred."""
+    return [a if a.action in (KEEP, DEFER)
+            else GcAction(a.path, DEFER, f"would {a.action}: {a.reason}; deferred: {why}") for a in plan]
+
+
 def format_gc_plan(plan: Sequence[GcAction]) -> str:
     """One line per action (action, path, reason), then the counts."""
     width = max((len(a.action) for a in plan), default=0)
@@ -236,16 +274,9 @@ def run_gc_plan(plan: Sequence[GcAction], dry_run: bool) -> list[GcAction]:
         run_path = posixpath.dirname(path)
         kept = ((select_snapshot_names(snapshot) & set(list_dirs(fs, run_path)))
                 - deleted_names.get(posixpath.dirname(a.path), set()))
-        _write_text_atomically(fs, path, build_pruned_snapshot(snapshot, kept))
+        # A half-written snapshot would make Ray refuse the run.
+        run_write_text_atomically(fs, path, build_pruned_snapshot(snapshot, kept))
     return applied
-
-
-def _write_text_atomically(fs: pafs.FileSystem, path: str, text: str) -> None:
-    # A half-written snapshot would make Ray refuse the run: write aside, then move over.
-    tmp = f"{path}.ftplat-tmp"
-    with fs.open_output_stream(tmp) as out:
-        out.write(text.encode("utf-8"))
-    fs.move(tmp, path)
 
 
 def run_repair_snapshot(run_uri: str) -> set[str]:
@@ -263,5 +294,5 @@ def run_repair_snapshot(run_uri: str) -> set[str]:
     present = set(list_dirs(fs, run_path))
     missing = names - present
     if missing:
-        _write_text_atomically(fs, path, build_pruned_snapshot(snapshot, names & present))
+        run_write_text_atomically(fs, path, build_pruned_snapshot(snapshot, names & present))
     return missing

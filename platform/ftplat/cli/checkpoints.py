@@ -1,4 +1,8 @@
-"""``ftplat checkpoints gc SWEEP [--dry-run]``: apply a retention policy to a finished sweep."""
+"""``ftplat checkpoints gc SWEEP [--dry-run]``: apply a retention policy to a finished sweep.
+
+A sweep that Tune has run again since its ``summary.json`` (a ``--resume`` running, or one that
+died) gets its plan printed with every action deferred: its summary no longer says which
+trials run."""
 
 from __future__ import annotations
 
@@ -25,17 +29,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat checkpoints") -> int:
     args = build_parser(prog).parse_args(argv)
-    from ftplat.checkpoints.gc import format_gc_plan, read_gc_plan, run_gc_plan
+    from ftplat.checkpoints.gc import (RESUMED_SINCE_SUMMARY, RESUMED_SINCE_SUMMARY_DETAIL, build_deferred_plan,
+                                       format_gc_plan, read_gc_plan, read_resumed_since_summary, run_gc_plan)
     from ftplat.checkpoints.retention import RetentionPolicy
     from ftplat.ray_internals import check_ray_version
     from ftplat.records import SweepSummary
 
     try:
+        check_gc_args(args)
         check_ray_version()  # gc rewrites Ray's checkpoint snapshots
         summary = SweepSummary.read(args.sweep)
         saved = summary.retention
         policy = RetentionPolicy(
-            save_total_limit=args.save_total_limit or summary.save_total_limit or 2,
+            save_total_limit=args.save_total_limit if args.save_total_limit is not None
+            else summary.save_total_limit or 2,
             keep_top_k_trials=args.keep_top_k_trials if args.keep_top_k_trials is not None
             else saved.get("keep_top_k_trials"),
             keep_trial_best=not args.no_trial_best and saved.get("keep_trial_best", True),
@@ -47,7 +54,23 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat checkpoints") -> 
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    # Read after the plan: a resume that starts while gc lists storage is seen too.
+    resumed = read_resumed_since_summary(args.sweep)
+    if resumed:
+        plan = build_deferred_plan(plan, RESUMED_SINCE_SUMMARY)
     print(format_gc_plan(plan))
     applied = run_gc_plan(plan, dry_run=args.dry_run)
+    if resumed:
+        print(f"nothing applied: {RESUMED_SINCE_SUMMARY_DETAIL}", file=sys.stderr)
     print("dry run: nothing deleted" if args.dry_run else f"applied {len(applied)} actions")
     return EXIT_OK
+
+
+def check_gc_args(args: argparse.Namespace) -> None:
+    """Refuse limits the sweep's config would refuse (``UserError`` naming the flag)."""
+    if args.save_total_limit is not None and args.save_total_limit < 1:
+        raise UserError(f"--save-total-limit must be 1 or more, as training.save_total_limit (each trial keeps N "
+                        f"checkpoints, and its best beside them), got {args.save_total_limit}; give 1 to keep the "
+                        "fewest")
+    if args.keep_top_k_trials is not None and args.keep_top_k_trials < 0:
+        raise UserError(f"--keep-top-k-trials must be 0 or more, got {args.keep_top_k_trials}")

@@ -1,8 +1,8 @@
 """``ftplat export SWEEP OUT_DIR [--push-to-hub REPO_ID]``: the sweep's winner as a Hugging Face
 model directory, uploaded to the hub when asked.
 
-Exit codes: 0 exported (and pushed); 2 a user error, HF_HUB_OFFLINE=1 with --push-to-hub included
-(known before any work, so nothing is written); 1 exported to OUT_DIR but the push failed (hub
+Exit codes: 0 exported (and pushed); 2 a user error, HF_HUB_OFFLINE=1 with --push-to-hub and an
+invalid repo id included (known before any work, so nothing is written); 1 exported to OUT_DIR but the push failed (hub
 unreachable, or auth refused): the error line gives the command that pushes it later."""
 
 from __future__ import annotations
@@ -32,6 +32,16 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
     args = p.parse_args(argv)
     if args.private and not args.push_to_hub:
         p.error("--private needs --push-to-hub REPO_ID")
+    if args.push_to_hub:
+        from huggingface_hub.errors import HFValidationError
+        from huggingface_hub.utils import validate_repo_id
+
+        try:  # before the export: a bad id found only at the push would leave OUT_DIR written for nothing
+            validate_repo_id(args.push_to_hub)
+        except HFValidationError as exc:
+            print(f"error: --push-to-hub {args.push_to_hub!r} is not a Hugging Face repo id ({exc}); give "
+                  "NAMESPACE/NAME, e.g. me/my-model", file=sys.stderr)
+            return EXIT_USAGE
     from huggingface_hub import constants
 
     if args.push_to_hub and constants.HF_HUB_OFFLINE:

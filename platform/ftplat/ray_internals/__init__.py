@@ -81,6 +81,7 @@ from ftplat.ray_internals.train_runs import (  # noqa: F401
 )
 from ftplat.ray_internals.tune_trials import (  # noqa: F401
     TUNE_RESULT_FILE,
+    read_experiment_state_mtime,
     read_missing_tune_state,
     read_trial_error,
     read_trial_result_rows,

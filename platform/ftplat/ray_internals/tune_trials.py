@@ -32,6 +32,19 @@ def read_missing_tune_state(sweep_path: str) -> str | None:
     return None
 
 
+def read_experiment_state_mtime(fs: pafs.FileSystem, sweep_path: str) -> float | None:
+    """When Tune last saved the experiment state of the sweep at ``sweep_path`` (in ``fs``),
+    in POSIX seconds; None when it has none. A running sweep saves it every 10 s or so and
+    whenever a trial starts or ends, and once more as ``fit`` returns; nothing writes it after."""
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+
+    newest = _find_newest_experiment_checkpoint(sweep_path, fs=fs)
+    if newest is None:
+        return None
+    mtime = fs.get_file_info(newest).mtime
+    return None if mtime is None else mtime.timestamp()
+
+
 def request_experiment_state_save(tune_controller: Any) -> None:
     """Make Tune save its experiment state at the end of its current step, whatever its period.
 

@@ -27,10 +27,10 @@ from ftplat.checkpoints.gc import DELETE, build_trial_checkpoints, read_trials_g
 from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.layout import build_train_run_uri, build_trial_history_uri
 from ftplat.ray_internals import read_trial_result_rows, sort_trials_by_creation
-from ftplat.records import CHECKPOINT_NAME_KEY, TrialRecord
+from ftplat.records import CHECKPOINT_NAME_KEY, FINISHED_STATUSES, TrialRecord
 from ftplat.scoring import compute_history_stats, scope_score
 from ftplat.storage import write_json
-from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
+from ftplat.tune.run_history import read_stored_history, read_trainer_state_evals
 from ftplat.tune.summary import build_history_row, build_trial_history
 
 logger = logging.getLogger(__name__)
@@ -111,29 +111,35 @@ class LiveRetentionCallback(Callback):
 
         Rows this driver saw from the trial's first evaluation on are complete. Any other
         trial (one restored from Tune's saved state, or resumed mid-way) may miss rows at its
-        head or its tail, so its history is rebuilt as the summary builds it: Tune's result
-        file and the Trainer state of its registered latest checkpoint. When that state cannot
-        be read, the history is not known.
+        head or its tail, so its history is rebuilt as the summary builds it: the trial's
+        ``history.json``, Tune's result file and the Trainer state of its registered latest
+        checkpoint, each one input only (``history.json`` of a failed trial that ``--resume``
+        runs again stops where the failure did). The merge must pass the same gap check
+        whatever its sources; when it does not, or a source cannot be read, the history is not
+        known and nothing of the trial is deleted.
         """
         if trial.trial_id in self._finished_records:
-            return self._finished_records[trial.trial_id], True
+            if status in FINISHED_STATUSES:
+                return self._finished_records[trial.trial_id], True
+            del self._finished_records[trial.trial_id]  # run again: its record grows
         rows = self._rows.get(trial.trial_id, [])
-        evals, known = None, True
+        evals, known, stored = None, True, None
         observed = trial.trial_id in self._observed and not is_history_incomplete(rows)
         run_uri = build_train_run_uri(self.sweep_path, trial.trial_id)
-        stored = read_trial_history_file(run_uri) if status != Trial.PENDING and not observed else None
-        if stored is not None:
-            rows = build_trial_history([*stored, *rows])
-        elif status != Trial.PENDING and not observed:
+        if status != Trial.PENDING and not observed:
+            stored = read_stored_history(run_uri)
             tune_rows = [build_history_row(r, self._metrics()) for r in read_trial_result_rows(trial) or []
                          if r.get(CHECKPOINT_NAME_KEY)]
-            rows = build_trial_history([*tune_rows, *rows])
+            # Oldest first: of two rows of one step the later wins (a restarted trial reports
+            # again what a crash rolled back).
+            rows = build_trial_history([*(stored.rows or []), *tune_rows, *rows])
             evals = read_trainer_state_evals(run_uri, self.objective["metric"])
-            known = evals is not None and (not rows or not is_history_incomplete(build_trial_history(rows, evals)))
+            known = ((evals is not None or stored.rows is not None) and not stored.unreadable
+                     and (not rows or not is_history_incomplete(build_trial_history(rows, evals or []))))
         record = build_live_trial_record(trial.trial_id, status, rows, evals, objective_metric=self.objective["metric"],
                                          mode=self.objective["mode"], scope=self.objective["scope"])
         if record.finished and known:
-            if stored is None:
+            if stored is None or stored.rows != record.history:
                 # Before any of its checkpoints can go: they hold the Trainer states that
                 # the summary would otherwise rebuild evaluations Tune's rows lack from.
                 write_json(build_trial_history_uri(run_uri), record.history)

@@ -7,6 +7,8 @@ driver that finds its trial already finished reports its last evaluation from th
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ftplat.layout import build_trial_history_uri, parse_checkpoint_step
 from ftplat.ray_internals import SNAPSHOT_FILE, select_snapshot_names
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, read_text
@@ -48,29 +50,57 @@ def read_trainer_state_evals(run_uri: str, metric: str) -> list[dict] | None:
     return None if log is None else [e for e in log if metric in e]
 
 
-def read_trial_history_file(run_uri: str) -> list[dict] | None:
-    """The complete history live retention wrote for a finished trial before deleting any of
-    its checkpoints (which hold the Trainer states the history could otherwise be rebuilt
-    from); None when there is none."""
+class StoredHistory(NamedTuple):
+    """A trial's ``history.json`` as storage holds it."""
+
+    rows: list[dict] | None  # None when there is no file, or it cannot be read
+    unreadable: bool = False  # a file is there but is not a JSON list (torn, or half deleted)
+
+
+def read_stored_history(run_uri: str) -> StoredHistory:
+    """The history live retention wrote for a trial once it had finished, before deleting any
+    of its checkpoints (which hold the Trainer states the history could otherwise be rebuilt
+    from). One input among others, never the whole truth: a trial that failed and was run
+    again by ``--resume`` evaluated after its file was written."""
     uri = build_trial_history_uri(run_uri)
-    return read_json(uri) if path_exists(uri) else None
+    try:
+        if not path_exists(uri):
+            return StoredHistory(None)
+        rows = read_json(uri)
+    except (OSError, ValueError):  # torn (written in place before writes went aside), or half deleted
+        return StoredHistory(None, unreadable=True)
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return StoredHistory(None, unreadable=True)
+    return StoredHistory(rows)
+
+
+def read_trial_history_file(run_uri: str) -> list[dict] | None:
+    """The rows of ``read_stored_history``; None when there is no readable file."""
+    return read_stored_history(run_uri).rows
 
 
 def read_finished_evaluations(run_uri: str, metric: str) -> tuple[list[dict], float | None] | None:
     """Every evaluation of a trial that trained to its end, in order, and its last train loss.
 
-    ``history.json`` when live retention wrote it (retention may have deleted checkpoints since);
-    else the Trainer state of the latest registered checkpoint, which during and right after a
-    trial is its last one (the Trainer's rotation never deletes the newest), so it holds every
-    evaluation. None when neither can be read.
+    Two sources, and the one that reaches the later step wins: ``history.json`` when live
+    retention wrote it (retention may have deleted checkpoints since, and the registered
+    latest then stops short), and the Trainer state of the latest registered checkpoint, which
+    right after a trial is its last one (the Trainer's rotation never deletes the newest) and
+    holds every evaluation; it wins over a ``history.json`` written when an earlier run of a
+    failed trial ended. None when neither can be read.
     """
-    rows = read_trial_history_file(run_uri)
-    if rows:  # live retention's rows carry the train loss logged before each evaluation
-        evals = [r for r in rows if metric in r]
-        losses = [r.get("train_loss") for r in evals]
+    stored = [r for r in read_stored_history(run_uri).rows or [] if metric in r]
+    log = read_trainer_state_log(run_uri) or []
+    logged = [e for e in log if metric in e]
+    if stored and (not logged or _last_step(stored) >= _last_step(logged)):
+        evals = stored  # live retention's rows carry the train loss logged before each evaluation
+        losses = [r.get("train_loss") for r in stored]
     else:  # the Trainer's log has its train losses as entries of their own
-        log = read_trainer_state_log(run_uri) or []
-        evals = [e for e in log if metric in e]
+        evals = logged
         losses = [e.get("loss") for e in log]
     losses = [x for x in losses if x is not None]
     return (evals, losses[-1] if losses else None) if evals else None
+
+
+def _last_step(rows: list[dict]) -> int:
+    return max(int(r.get("step") or 0) for r in rows)
