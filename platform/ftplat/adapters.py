@@ -58,25 +58,71 @@ def build_target_modules(peft_cfg: Any, model_type: str, linear_names: list[str]
                     f"Linear layers of this model end in: {shown}")
 
 
-def build_peft_config(peft_cfg: Any, *, task_type: str | None, model: Any) -> Any:
-    """The peft config (``LoraConfig`` / ``IA3Config``) of ``model.peft`` for ``model``."""
+def build_new_weight_modules(new_weights: Any, modules_to_save: list[str] | None) -> list[str]:
+    """The modules holding weights the pretrained checkpoint lacked, beyond ``modules_to_save``.
+
+    peft freezes every module it neither adapts nor saves, and a checkpoint holds only what it
+    saves. A module initialised at random when the base was loaded (DeBERTa's pooler under a
+    classification head, a masked-LM head missing from an encoder-only checkpoint) would then
+    stay random through training and be drawn again, differently, wherever the base is loaded
+    (export, test scoring, serving): the exported model would not be the trained one. Saving
+    it trains it too, as full fine-tuning does."""
+    named = list(modules_to_save or [])
+    found: list[str] = []
+    for name in new_weights:
+        parts = name.split(".")[:-1]
+        # peft saves a module whose name ends with a listed one, and with it everything inside.
+        enclosing = [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+        if parts and not any(m.endswith(n) for m in enclosing for n in [*named, *found]):
+            found.append(".".join(parts))
+    return found
+
+
+def build_peft_config(peft_cfg: Any, *, task_type: str | None, model: Any, new_weights: Any = ()) -> Any:
+    """The peft config (``LoraConfig`` / ``IA3Config``) of ``model.peft`` for ``model``;
+    ``new_weights``: the model's parameters its checkpoint lacked (``build_new_weight_modules``)."""
     import peft
     import torch
 
     linear = sorted({name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
     targets, feedforward = build_target_modules(peft_cfg, model.config.model_type, linear)
-    common = {"task_type": task_type, "target_modules": targets, "modules_to_save": peft_cfg.modules_to_save}
+    # peft adds the head itself for classification task types (``classifier``, ``score``).
+    head = {"SEQ_CLS": ["classifier", "score"], "TOKEN_CLS": ["classifier", "score"]}.get(task_type, [])
+    extra = build_new_weight_modules(new_weights, [*(peft_cfg.modules_to_save or []), *head])
+    # peft saves a copy of each such module; a copy of one holding a tied weight (a language
+    # model head's decoder is the input embeddings) would untie it, and export re-ties it.
+    tied = build_tied_parameter_names(model)
+    kept = [m for m in extra if any(t == m or t.startswith(m + ".") for t in tied)]
+    if kept:
+        logger.warning("peft: %s initialised at random (not in the pretrained checkpoint) but shares weights with "
+                       "another module, so it stays frozen; name it in model.peft.modules_to_save to train it, or "
+                       "start from a checkpoint that has it", ", ".join(kept))
+    extra = [m for m in extra if m not in kept]
+    if extra:
+        logger.info("peft: training and saving %s with the adapter (initialised at random: the pretrained "
+                    "checkpoint does not hold them)", ", ".join(extra))
+    modules_to_save = [*(peft_cfg.modules_to_save or []), *extra] or None
+    common = {"task_type": task_type, "target_modules": targets, "modules_to_save": modules_to_save}
     if peft_cfg.method == "ia3":
         return peft.IA3Config(feedforward_modules=feedforward, **common)
     return peft.LoraConfig(r=peft_cfg.r, lora_alpha=peft_cfg.lora_alpha, lora_dropout=peft_cfg.lora_dropout,
                            use_dora=peft_cfg.method == "dora", **common)
 
 
-def run_wrap_peft(model: Any, peft_cfg: Any, *, task_type: str | None) -> Any:
-    """``model`` as a ``PeftModel`` whose adapter and head train, the rest frozen."""
+def build_tied_parameter_names(model: Any) -> set[str]:
+    """Names of the parameters ``model`` holds under more than one name (tied weights)."""
+    names: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(param), []).append(name)
+    return {n for group in names.values() if len(group) > 1 for n in group}
+
+
+def run_wrap_peft(model: Any, peft_cfg: Any, *, task_type: str | None, new_weights: Any = ()) -> Any:
+    """``model`` as a ``PeftModel`` whose adapter, head and randomly initialised modules
+    (``new_weights``, see ``build_new_weight_modules``) train, the rest frozen."""
     import peft
 
-    config = build_peft_config(peft_cfg, task_type=task_type, model=model)
+    config = build_peft_config(peft_cfg, task_type=task_type, model=model, new_weights=new_weights)
     try:
         wrapped = peft.get_peft_model(model, config)
     except ValueError as exc:

@@ -85,7 +85,7 @@ def test_the_card_is_the_tasks_with_selection_and_test(tmp_path):
     config = build_sweep_config({"type": "regression", "metric_fn": None, "metric_modes": {}},
                                 text_column="sentence1", text_pair_column="sentence2", label_column="score")
     card = card_of(build_summary_dict(tmp_path, task="regression", data=REGRESSION_DATA, test=test), config)
-    task = build_task("regression")
+    task = build_task({"type": "regression", "max_length": 64})  # the job's data.max_length
     intro = card.split("\n\n")[1]
     assert intro.startswith(f"{task.description} (task `regression`)") and "Text classifier" not in card
     section = card.split("## Selection and test\n\n")[1].split("\n\n")[0].splitlines()
@@ -156,7 +156,8 @@ def test_export_writes_the_task_and_predict_serves_it(tmp_path, capsys):
     assert ftplat_main(["export", str(sweep), str(out)]) == 0
     printed = capsys.readouterr().out
     assert "test_micro_f1 = 0.5" in printed and "as a multi-label-classification model" in printed
-    assert json.loads((out / TASK_FILE).read_text()) == {"type": "multi-label-classification", "threshold": 0.3}
+    assert json.loads((out / TASK_FILE).read_text()) == {"type": "multi-label-classification", "threshold": 0.3,
+                                                         "max_length": 64}
     assert not (out / "optimizer.pt").exists() and not (out / "trainer_state.json").exists()
     assert "Multi-label text classifier" in (out / "README.md").read_text()
     record = json.loads((out / "ftplat_export.json").read_text())
@@ -178,7 +179,8 @@ def test_export_writes_the_task_and_predict_serves_it(tmp_path, capsys):
 def test_the_exported_task_defaults(tmp_path, sweep_config, summary_task, expected):
     sweep = write_sweep(tmp_path, "regression", sweep_config=sweep_config, task=summary_task)
     run_export(str(sweep), str(tmp_path / "export"))
-    assert json.loads((tmp_path / "export" / TASK_FILE).read_text()) == {"type": expected}
+    recorded = {"max_length": 64} if sweep_config is not None else {}  # the job's data.max_length
+    assert json.loads((tmp_path / "export" / TASK_FILE).read_text()) == {"type": expected, **recorded}
 
 
 def test_registered_winner_serves_its_task_and_the_parent_has_the_test_score(tmp_path):

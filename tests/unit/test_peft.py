@@ -206,3 +206,47 @@ def test_the_winner_lines_give_its_pace():
                               "step_ms_mean": 51.2}) == [
         "  pace: 2,560 steps, the 10th after 2.8 s, then 45.13 ms a step (median; mean 51.2 ms with evaluations "
         "and saves)"]
+
+
+# --- weights the base checkpoint lacks ----------------------------------------------------------
+def test_weights_the_base_checkpoint_lacks_train_and_travel_with_the_adapter(tiny_model_dir, tmp_path, caplog):
+    """DeBERTa's classification pooler is not in an encoder checkpoint: loading draws it at
+    random. Frozen and left out of the adapter, export (or test scoring, or serving) would draw
+    it again, differently, and serve a model that never trained."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, DebertaV2Config, DebertaV2Model
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    base = tmp_path / "deberta"
+    DebertaV2Model(DebertaV2Config(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1,
+                                   num_attention_heads=2, intermediate_size=64, pooler_hidden_size=32)).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    job = peft_job(base)
+    torch.manual_seed(0)
+    with caplog.at_level("INFO", logger="ftplat.adapters"):
+        model = build_model(JobConfig.model_validate(job))
+    assert "pooler.dense" in caplog.text
+    pooler = {n: p.requires_grad for n, p in model.named_parameters() if "pooler" in n and "original_module" not in n}
+    assert pooler and all(pooler.values())  # peft's trained copy (modules_to_save)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.requires_grad:
+                param.add_(torch.randn_like(param) * 0.5)
+    ckpt = tmp_path / "checkpoint-4"
+    model.save_pretrained(ckpt)
+    tokenizer.save_pretrained(ckpt)
+    model.eval()
+    torch.manual_seed(1234)  # the base is loaded again with other random draws, as export does
+    run_write_model_dir(str(ckpt), str(tmp_path / "merged"), job)
+    merged = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").eval()
+    assert torch.allclose(predict_logits(merged, ckpt), predict_logits(model, ckpt), atol=1e-5)
+
+
+def test_a_new_module_holding_a_tied_weight_stays_frozen_with_a_warning(tiny_model_dir, caplog):
+    """A masked-LM head missing from a classifier checkpoint holds the decoder tied to the input
+    embeddings: a saved copy would untie it (and export would tie it back)."""
+    job = JobConfig.model_validate({"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "lora", "r": 4}},
+                                    "task": {"type": "masked-lm"}})
+    with caplog.at_level("INFO", logger="ftplat.adapters"):
+        model = build_model(job)
+    assert "cls.predictions initialised at random" in caplog.text and "stays frozen" in caplog.text
+    assert not any(p.requires_grad for n, p in model.named_parameters() if "cls.predictions" in n)

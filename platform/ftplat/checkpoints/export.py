@@ -44,7 +44,8 @@ def read_sweep_config(sweep_uri: str) -> dict[str, Any] | None:
 
 def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSummary | None = None) -> dict[str, Any]:
     """What ``ftplat_task.json`` holds: the job's ``task`` section without what only training
-    uses (``metric_fn``, ``metric_modes``) and unset values. A sweep config without a task
+    uses (``metric_fn``, ``metric_modes``) and unset values, plus ``data.max_length``
+    (``max_length``). A sweep config without a task
     section falls back to the summary's task, then to text-classification (older sweeps)."""
     job = (sweep_config or {}).get("job") or {}
     task = job.get("task") or {}
@@ -55,6 +56,11 @@ def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSumma
     if task.get("type") == "causal-lm" and not (job.get("data") or {}).get("prompt_column"):
         # Trained on plain text: serving must not wrap inputs in the tokenizer's chat template.
         settings["chat_template"] = False
+    max_length = (job.get("data") or {}).get("max_length")
+    if max_length is not None:
+        # Serving reads no more tokens than training and test scoring did (the task decides
+        # where that applies); the tokenizer's own limit is often longer.
+        settings["max_length"] = int(max_length)
     if not settings.get("type"):
         settings["type"] = (summary.task if summary is not None and summary.task else DEFAULT_TASK)
     if settings["type"] not in TASKS:

@@ -13,7 +13,6 @@ libraries (transformers, scikit-learn, scipy, seqeval) are imported where they a
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -21,9 +20,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ftplat.errors import UserError
+from ftplat.tasks.user_metrics import build_user_metric_fn, check_metric_modes
 
 #: Marks sub-word positions and padding whose label the loss and the metrics ignore (HF's value).
 IGNORED_LABEL = -100
+#: Attribute of a model ``Task.build_model`` built: the names of its parameters the pretrained
+#: checkpoint did not hold (a new head, DeBERTa's pooler), initialised at random.
+NEW_WEIGHTS_ATTR = "ftplat_new_weights"
 
 
 @dataclass
@@ -58,22 +61,9 @@ class TaskSettings:
     metric_modes: dict[str, str] = field(default_factory=dict)
     #: The job's ``model.id2label``: the names metrics and label statistics use.
     id2label: dict[int, str] | None = None
-
-
-def build_user_metric_fn(spec: str):
-    """The function ``module:function`` names; ValueError when it does not import."""
-    module_name, sep, name = spec.partition(":")
-    if not sep or not module_name or not name:
-        raise ValueError(f"{spec!r} is not 'module:function' (e.g. my_metrics:compute)")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"{spec!r}: module {module_name!r} does not import ({exc}); put it on PYTHONPATH "
-                         "(and in the Ray job's working_dir so workers find it)") from None
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        raise ValueError(f"{spec!r}: {module_name} has no function {name!r}")
-    return fn
+    #: The job's ``data.max_length``, as an export's ``ftplat_task.json`` records it: serving
+    #: reads no more tokens than training and test scoring did (None: the tokenizer's limit).
+    max_length: int | None = None
 
 
 class Task:
@@ -103,6 +93,9 @@ class Task:
     #: Whether predictions are generated text: ``run_predict`` then takes ``max_new_tokens``
     #: and ``temperature`` (``predict --max-new-tokens --temperature``).
     generates_text: ClassVar[bool] = False
+    #: Whether serving truncates inputs at ``data.max_length`` as training did. A language
+    #: model's input (a prompt, a text around its mask token) would lose the end it works on.
+    truncates_inputs: ClassVar[bool] = True
 
     def __init__(self, settings: TaskSettings) -> None:
         self.settings = settings
@@ -110,7 +103,9 @@ class Task:
     # --- configuration -------------------------------------------------------------------
     def check_inputs_and_loss(self, job: Any) -> None:
         """The checks every task's ``check_job`` starts with: a text pair, a prompt and completion
-        only where the task takes them, label smoothing only with a cross-entropy head."""
+        only where the task takes them, label smoothing only with a cross-entropy head, and
+        ``task.metric_modes`` naming only metrics of the user's own."""
+        check_metric_modes(self.settings.metric_modes, self.metrics, task_type=self.name)
         if job.data.text_pair_column is not None and not self.accepts_text_pair:
             raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
                              "remove it")
@@ -126,8 +121,9 @@ class Task:
                              f"({self.loss_name}); remove it")
 
     def build_metric_modes(self) -> dict[str, str]:
-        """Every metric this job's evaluation logs (bare names) with its mode."""
-        return {**self.metrics, **self.settings.metric_modes}
+        """Every metric this job's evaluation logs (bare names) with its mode; the task's own
+        keep theirs."""
+        return {**self.metrics, **{k: v for k, v in self.settings.metric_modes.items() if k not in self.metrics}}
 
     def resolve_model_defaults(self, model: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
         """Fill ``model.num_labels`` / ``model.id2label`` the user left out (raw config dicts of
@@ -220,8 +216,12 @@ class Task:
         # A checkpoint fine-tuned with another head (2 classes, now regression) starts this
         # task with a new head, as run_glue.py's --ignore_mismatched_sizes; transformers logs
         # which weights were re-initialised.
-        return auto.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code,
-                                    ignore_mismatched_sizes=True, **self.build_model_kwargs(model))
+        built, info = auto.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code,
+                                           ignore_mismatched_sizes=True, output_loading_info=True,
+                                           **self.build_model_kwargs(model))
+        # Randomly initialised here, so a peft adapter must train and save them (adapters.py).
+        setattr(built, NEW_WEIGHTS_ATTR, sorted({*info["missing_keys"], *(k[0] for k in info["mismatched_keys"])}))
+        return built
 
     # --- training ------------------------------------------------------------------------
     def build_training_overrides(self) -> dict[str, Any]:
@@ -279,9 +279,15 @@ class Task:
 
         if os.path.isfile(os.path.join(model_dir, ADAPTER_CONFIG)):  # an adapter-only export
             model = build_adapter_serving_model(model_dir, self.auto_model)
-            return pipeline(self.pipeline_task, model=model, tokenizer=AutoTokenizer.from_pretrained(model_dir),
+            pipe = pipeline(self.pipeline_task, model=model, tokenizer=AutoTokenizer.from_pretrained(model_dir),
                             device=device, **self.build_pipeline_kwargs())
-        return pipeline(self.pipeline_task, model=model_dir, device=device, **self.build_pipeline_kwargs())
+        else:
+            pipe = pipeline(self.pipeline_task, model=model_dir, device=device, **self.build_pipeline_kwargs())
+        if self.truncates_inputs and self.settings.max_length is not None:
+            # The pipelines truncate at the tokenizer's limit (BERT's 512); the token-classification
+            # one takes no per-call max_length, so the limit itself is set.
+            pipe.tokenizer.model_max_length = self.settings.max_length
+        return pipe
 
     def run_predict(self, pipe: Any, inputs: list[Any], *, batch_size: int = 32) -> list[dict[str, Any]]:
         """Predictions for ``inputs`` (texts, or ``{"text", "text_pair"}`` dicts), JSON-ready."""
@@ -291,7 +297,13 @@ class Task:
     def build_usage_example(self) -> list[str]:
         """Python lines of the model card's "Use" section."""
         return ["from transformers import pipeline", f'pipe = pipeline("{self.pipeline_task}", model="<this directory>")',
-                'pipe(["I hate this movie", "I love this movie"])']
+                f'pipe(["I hate this movie", "I love this movie"]{self.build_usage_truncation()})']
+
+    def build_usage_truncation(self) -> str:
+        """The usage example's truncation arguments: the length the model trained on."""
+        if not self.truncates_inputs or self.settings.max_length is None:
+            return ""
+        return f", truncation=True, max_length={self.settings.max_length}"
 
 
 def is_missing_value(value: Any) -> bool:

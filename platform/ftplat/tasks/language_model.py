@@ -89,6 +89,7 @@ class LanguageModelTask(Task):
     shift_labels: ClassVar[bool] = False
     #: Blocks of data.max_length tokens span rows (and the warnings count the whole split).
     tokenizes_rows = False
+    truncates_inputs = False
 
     # --- configuration -------------------------------------------------------------------
     def resolve_model_defaults(self, model: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:

@@ -182,5 +182,5 @@ class MultiLabelClassification(Task):
         return ["from transformers import pipeline",
                 f'pipe = pipeline("{self.pipeline_task}", model="<this directory>", top_k=None, '
                 'function_to_apply="sigmoid")',
-                f"pipe([\"The match ended in a draw after the minister's speech\"])  "
+                f"pipe([\"The match ended in a draw after the minister's speech\"]{self.build_usage_truncation()})  "
                 f"# every label's score; those >= {self.settings.threshold} are predicted"]

@@ -167,4 +167,5 @@ class Regression(Task):
     def build_usage_example(self) -> list[str]:
         return ["from transformers import pipeline",
                 f'pipe = pipeline("{self.pipeline_task}", model="<this directory>", function_to_apply="none")',
-                'pipe(["A man is playing a guitar."])  # [{"label": "LABEL_0", "score": <the predicted value>}]']
+                f'pipe(["A man is playing a guitar."]{self.build_usage_truncation()})  '
+                '# [{"label": "LABEL_0", "score": <the predicted value>}]']

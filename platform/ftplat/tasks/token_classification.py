@@ -3,7 +3,8 @@
 Each row holds a list of words (``data.tokens_column``) and a list of as many tags
 (``data.label_column``, e.g. ``ner_tags``): ids or names of ``model.id2label``, whose names are
 IOB2-style tags (``O``, ``B-PER``, ``I-PER``...). Words are tokenized with
-``is_split_into_words`` and the tags aligned with the fast tokenizer's ``word_ids()``: the first
+``is_split_into_words`` (a byte-level BPE tokenizer with ``add_prefix_space``, so that a word is
+encoded as in running text) and the tags aligned with the fast tokenizer's ``word_ids()``: the first
 sub-token of a word gets the word's tag, later sub-tokens and special tokens get
 ``IGNORED_LABEL`` (``run_ner.py``'s default, ``label_all_tokens=False``). Precision, recall and
 F1 are seqeval's entity-level micro averages (default mode, as ``run_ner.py``), accuracy is
@@ -15,6 +16,7 @@ builds labels or the model, or from :meth:`TokenClassification.bind_model`.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,20 @@ from ftplat.tasks.text_classification import build_class_ids
 TAG_PREFIXES = ("B", "I", "E", "S")
 OUTSIDE_TAG = "O"
 ID2LABEL_EXAMPLE = "{0: O, 1: B-PER, 2: I-PER, 3: B-LOC, 4: I-LOC}"
+#: The ``tokenizers`` components of a byte-level BPE tokenizer that hold ``add_prefix_space``.
+BYTE_LEVEL_TYPES = ("ByteLevel", "RobertaProcessing")
 
+
+def find_byte_level_parts(component: Any) -> list[Any]:
+    """The byte-level parts, alone or in a ``Sequence``, of a ``tokenizers`` pre-tokenizer or
+    post-processor (a tokenizer may have none)."""
+    if component is None:
+        return []
+    state = json.loads(component.__getstate__())
+    if state.get("type") != "Sequence":
+        return [component] if state.get("type") in BYTE_LEVEL_TYPES else []
+    parts = state.get("pretokenizers") or state.get("processors") or []
+    return [component[i] for i, part in enumerate(parts) if part.get("type") in BYTE_LEVEL_TYPES]
 
 
 def _is_sequence(value: Any) -> bool:
@@ -201,6 +216,24 @@ class TokenClassification(Task):
         columns["labels"] = aligned
         return columns
 
+    def prepare_tokenizer(self, tokenizer: Any) -> Any:
+        """A byte-level BPE tokenizer (RoBERTa, Longformer, GPT-2, BLOOM, DeBERTa) encodes a word
+        with the space before it only when told to: training encodes each word alone
+        (``is_split_into_words``) and would get 'Sm','ith' where serving raw text gets 'ĠSmith'.
+        With ``add_prefix_space`` (as run_ner.py loads them) both get 'ĠSmith'; it is set on the
+        tokenizer in place, and saved with it in every checkpoint and export."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # a slow tokenizer is refused by tokenize
+        words = find_byte_level_parts(backend.pre_tokenizer) if backend is not None else []
+        if not words or all(part.add_prefix_space for part in words):
+            return tokenizer
+        # The post-processor's setting keeps the offsets (entity start/end) off that space.
+        for part in words + find_byte_level_parts(backend.post_processor):
+            part.add_prefix_space = True
+        # tokenizer_config.json's: classes that build their pre-tokenizer from it (RoBERTa) load so.
+        tokenizer.add_prefix_space = True
+        tokenizer.init_kwargs["add_prefix_space"] = True
+        return tokenizer
+
     def build_collator(self, tokenizer: Any) -> Any:
         from transformers import DataCollatorForTokenClassification
 
@@ -244,8 +277,9 @@ class TokenClassification(Task):
 
     # --- serving -------------------------------------------------------------------------
     def build_pipeline_kwargs(self) -> dict[str, Any]:
-        """Sub-tokens merged into whole entities (``B-PER I-PER`` -> one ``PER``)."""
-        return {"aggregation_strategy": "simple"}
+        """Whole words tagged by their first sub-token, the one training labels (the later ones
+        were never trained), and merged into entities (``B-PER I-PER`` -> one ``PER``)."""
+        return {"aggregation_strategy": "first"}
 
     def build_predict_call_kwargs(self) -> dict[str, Any]:
         return {}
@@ -268,6 +302,8 @@ class TokenClassification(Task):
         return ", ".join(f"{e['entity']}:{e['word']}" for e in prediction["entities"]) or "-"
 
     def build_usage_example(self) -> list[str]:
-        return ["from transformers import pipeline",
-                f'ner = pipeline("{self.pipeline_task}", model="<this directory>", aggregation_strategy="simple")',
-                'ner(["John Smith lives in Paris"])  # [[{"entity_group": "PER", "word": "john smith", ...}, ...]]']
+        lines = ["from transformers import pipeline",
+                 f'ner = pipeline("{self.pipeline_task}", model="<this directory>", aggregation_strategy="first")']
+        if self.settings.max_length is not None:
+            lines.append(f"ner.tokenizer.model_max_length = {self.settings.max_length}  # the length it trained on")
+        return lines + ['ner(["John Smith lives in Paris"])  # [[{"entity_group": "PER", "word": "john smith", ...}]]']

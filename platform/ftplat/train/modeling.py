@@ -12,6 +12,7 @@ from ftplat.adapters import run_wrap_peft
 from ftplat.config.schema import JobConfig
 from ftplat.errors import UserError
 from ftplat.tasks import build_task
+from ftplat.tasks.base import NEW_WEIGHTS_ATTR
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +23,8 @@ def build_model(job: JobConfig) -> PreTrainedModel:
     task = build_task(job)
     model = task.build_model(job.model)
     if job.model.peft is not None:
-        return run_wrap_peft(model, job.model.peft, task_type=task.peft_task_type)
+        return run_wrap_peft(model, job.model.peft, task_type=task.peft_task_type,
+                             new_weights=getattr(model, NEW_WEIGHTS_ATTR, ()))
     if job.model.trainable_patterns:
         apply_trainable_patterns(model, job.model.trainable_patterns)
     return model
