@@ -190,6 +190,20 @@ def test_readme_config_reference_is_current():
     )
 
 
+def test_the_config_reference_reads_as_the_yaml_is_written():
+    from ftplat.config.reference import build_reference_markdown
+
+    rows = {line.split("|")[1].strip(" `"): line for line in build_reference_markdown().splitlines()
+            if line.startswith("| `")}
+    assert "typing." not in "".join(rows.values()) and "ftplat.config" not in "".join(rows.values())
+    # the scheduler is one of two tagged sections, never null, and only ASHA's keys follow
+    assert "`{type: fifo}` or `{type: asha, ...}`" in rows["scheduler"] and "None" not in rows["scheduler"]
+    assert "'fifo'" not in "".join(rows.values())
+    assert "section or None" in rows["model.peft"]  # a real optional section
+    # the objective's defaults follow the job, not a fixed metric
+    assert "metric_for_best_model" in rows["objective.metric"].split("|")[3]
+
+
 def test_scheduler_and_optimizer_names_are_the_ones_transformers_knows():
     import typing
 
