@@ -17,8 +17,8 @@ from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.ray_internals import check_ray_version
-from ftplat.tune.preflight import (build_ephemeral_path_warnings, build_sweep_name, check_sweep_storage,
-                                   check_trial_fits_this_machine)
+from ftplat.tune.preflight import (build_ephemeral_path_warnings, build_sweep_name, check_largest_trial_fits,
+                                   check_sweep_storage, check_trial_fits_this_machine)
 from ftplat.tune.spaces import build_max_evaluations, build_scheduler
 
 #: Bytes per parameter: weights as saved (float32), and AdamW's two float32 moments.
@@ -124,7 +124,8 @@ def check_dry_run(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> 
     build_scheduler(space, job)
     check_model_dir(job.model)
     sweep_path = check_sweep_storage(job, build_sweep_name(job), resume=resume)
-    return sweep_path, build_ephemeral_path_warnings(job, os.getcwd()) + check_trial_fits_this_machine(job)
+    return sweep_path, (build_ephemeral_path_warnings(job, os.getcwd())
+                        + check_largest_trial_fits(job, space, check_trial_fits_this_machine))
 
 
 def build_scheduler_text(job: JobConfig, space: SearchSpaceConfig) -> str:

@@ -116,6 +116,40 @@ def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig,
     return stored_job, stored_space, warnings
 
 
+#: The ``resources`` fields that size a trial: a search over one can reach a trial larger than
+#: the job's own values, which no check of the job alone would refuse.
+SIZING_RESOURCES = ("num_workers", "cpus_per_worker", "gpus_per_worker", "use_gpu")
+
+
+def build_largest_trial_job(job: JobConfig, space: SearchSpaceConfig) -> tuple[JobConfig, list[str]]:
+    """The job with every searched sizing field of ``resources`` at its largest value, and the
+    names of those parameters (none: the job itself)."""
+    update, searched = {}, []
+    for path, param in space.parameters.items():
+        section, _, name = path.partition(".")
+        if section == "resources" and name in SIZING_RESOURCES:
+            update[name] = max(param.values) if param.type == "choice" else param.high
+            searched.append(path)
+    if not update:
+        return job, []
+    resources = type(job.resources).model_validate({**job.resources.model_dump(), **update})
+    return job.model_copy(update={"resources": resources}), searched
+
+
+def check_largest_trial_fits(job: JobConfig, space: SearchSpaceConfig, check) -> list[str]:
+    """``check`` (a fit check of a job: raises ``UserError``, returns warnings) on the job, then
+    on the largest trial its search can reach."""
+    warnings = check(job) or []
+    largest, searched = build_largest_trial_job(job, space)
+    if searched:
+        try:
+            check(largest)
+        except UserError as exc:
+            raise UserError(f"search space parameters {', '.join(searched)}: the largest trial they reach (each at "
+                            f"its largest value) cannot run: {exc}") from None
+    return warnings
+
+
 def check_trial_fits_this_machine(job: JobConfig) -> list[str]:
     """The trial against the machine a private local cluster would run on; the warnings to
     log. An existing cluster (``RAY_ADDRESS``, or Ray already initialised) is checked node by
@@ -146,7 +180,7 @@ def check_sweep_preflight(job: JobConfig, space: SearchSpaceConfig, *, resume: b
     if resume:
         job, space, differ = build_resumed_configs(job, space, sweep_path)
         warnings += differ
-    warnings += check_trial_fits_this_machine(job)
+    warnings += check_largest_trial_fits(job, space, check_trial_fits_this_machine)
     if job.tracking.enabled:
         check_tracking_reachable(job.tracking)
     deepspeed_configs = build_sweep_deepspeed_configs(job, space.parameters)

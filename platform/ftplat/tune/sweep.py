@@ -27,7 +27,7 @@ from ftplat.tracking.trial_runs import run_start_trial_runs_actor
 from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
 from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
-from ftplat.tune.preflight import check_sweep_preflight
+from ftplat.tune.preflight import build_largest_trial_job, check_largest_trial_fits, check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.study import (StudyUploadCallback, build_dashboard_command, build_study_storage,
@@ -182,10 +182,11 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     tables, data_stats = pre.tokenized.tables, pre.tokenized.stats
     del pre  # the tables' only reference is now ``tables``, dropped once they are in the object store
 
-    started_ray = run_ray_init(job.resources)
+    # A local cluster is sized for the largest trial the search can reach.
+    started_ray = run_ray_init(build_largest_trial_job(job, space)[0].resources)
     tracking = trial_runs = None
     try:
-        check_cluster_fits(job)
+        check_largest_trial_fits(job, space, check_cluster_fits)
         check_writable(job.storage.storage_path)
         run_start_autoscaling_coordinator()
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
