@@ -293,3 +293,14 @@ def test_a_failed_trials_line_says_why_before_storage_has_the_error_file(tmp_pat
     TrialEndLogCallback(sweep_path=str(tmp_path), metric="eval_loss", scope="avg").on_trial_error(0, [], failed)
     assert [r.getMessage() for r in caplog.records] == [
         "Trial aaaa0011 failed after 0 evaluation(s), eval_loss[avg]=-: ValueError: labels out of range"]
+
+
+def test_a_trial_run_again_after_its_failure_shows_the_evaluations_past_its_history_json(tmp_path, capsys):
+    """A failed trial gets a history.json; --resume runs it again and it evaluates past the file."""
+    trial = {"id": "bbbb0001", "status": Trial.RUNNING, "lr": 1e-4, "values": [0.6, 0.7, 0.95], "time_total_s": 30.0,
+             "started": 60.0, "history_file": True}
+    sweep = write_sweep(tmp_path, "rerun", [trial])
+    history = sweep / "train-bbbb0001" / "history.json"
+    history.write_text(json.dumps(json.loads(history.read_text())[:2]))  # as the failure left it
+    shown = {t["trial_id"]: t for t in show_json(capsys, str(sweep))["trials"]}["bbbb0001"]
+    assert (shown["num_evaluations"], shown["score"], shown["best"]) == (3, 0.95, 0.95)

@@ -34,7 +34,7 @@ from ftplat.scoring import compute_history_stats, is_finite_score, rank_by_score
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
 from ftplat.tune.live_retention import build_live_trial_record, is_history_incomplete
 from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
-from ftplat.tune.summary import build_history_row
+from ftplat.tune.summary import build_history_row, build_trial_history
 
 #: Longer than the sweep driver ever waits between two saves of Tune's state (every 10 s, or
 #: 19 times what a save takes) while it runs.
@@ -256,12 +256,13 @@ def read_live_trials(sweep_uri: str, config: dict) -> tuple[list[TrialRecord], d
         # when its driver starts) or its results say it started.
         started = bool(results) or path_exists(run_uri)
         status = "RUNNING" if trial.status == "PENDING" and started else trial.status
-        rows = read_trial_history_file(run_uri)
-        evals = None
-        if rows is None:
-            rows = [build_history_row(r, (metric, best_metric)) for r in results if r.get(CHECKPOINT_NAME_KEY)]
-            if rows and is_history_incomplete(rows):
-                evals = read_trainer_state_evals(run_uri, metric)
+        # history.json is one source, as live retention reads it: a failed trial that --resume
+        # runs again evaluates past the file its failure left.
+        stored = read_trial_history_file(run_uri) or []
+        tune_rows = [build_history_row(r, (metric, best_metric)) for r in results if r.get(CHECKPOINT_NAME_KEY)]
+        rows, evals = build_trial_history([*stored, *tune_rows]), None
+        if rows and is_history_incomplete(rows):
+            evals = read_trainer_state_evals(run_uri, metric)
         record = build_live_trial_record(trial.trial_id, status, rows, evals, objective_metric=metric,
                                          mode=space["objective"]["mode"], scope=space["scope"])
         record.hyperparameters = {k: clean_value(trial.config[k]) for k in space["parameters"] if k in trial.config}
