@@ -250,3 +250,31 @@ def test_a_new_module_holding_a_tied_weight_stays_frozen_with_a_warning(tiny_mod
         model = build_model(job)
     assert "cls.predictions initialised at random" in caplog.text and "stays frozen" in caplog.text
     assert not any(p.requires_grad for n, p in model.named_parameters() if "cls.predictions" in n)
+
+
+def test_the_export_card_names_the_winners_searched_adapter_settings(adapter_checkpoint, tmp_path):
+    """The sweep's job holds the base value (r 16); the winner trained with r 4, its searched value."""
+    import shutil
+
+    from ftplat.checkpoints.export import run_export
+    from ftplat.config.loading import load_sweep_configs
+
+    ckpt, job, _ = adapter_checkpoint
+    sweep = tmp_path / "sweep"
+    shutil.copytree(ckpt, sweep / "train-a" / ckpt.name)
+    base_job, space = load_sweep_configs(None, None, [
+        f"model.name_or_path={job['model']['name_or_path']}", "model.peft={method: lora, r: 16}",
+        "search.parameters={model.peft.r: {type: choice, values: [4, 16]}}"])
+    (sweep / "sweep_config.json").write_text(json.dumps({"job": base_job.model_dump(mode="json"),
+                                                         "search_space": space.model_dump(mode="json")}))
+    best = {"path": "/elsewhere/train-a/" + ckpt.name, "exists": True, "step": 8, "epoch": 1.0, "eval_accuracy": 0.8}
+    trial = {"trial_id": "a", "status": "TERMINATED", "hyperparameters": {"model.peft.r": 4}, "scores": {"last": 0.8},
+             "history": [], "best_checkpoint": best}
+    (sweep / "summary.json").write_text(json.dumps({
+        "sweep_name": "sweep", "sweep_path": "/elsewhere", "objective": {"metric": "eval_accuracy", "mode": "max"},
+        "scope": "last", "metric_for_best_model": "eval_accuracy", "trials": [trial],
+        "winner": {"trial_id": "a", "score": 0.8, "hyperparameters": trial["hyperparameters"], "best_checkpoint": best}}))
+    record = run_export(str(sweep), str(tmp_path / "out"))
+    assert record["weights"]["peft"]["r"] == 4
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "r 4" in card and "r 16" not in card
