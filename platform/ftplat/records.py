@@ -23,6 +23,9 @@ from ftplat.storage import path_exists, read_json, write_json
 #: Keys of each evaluation report (and so of each history row), besides the eval metrics.
 OBJECTIVE_KEY = "objective"
 CHECKPOINT_NAME_KEY = "checkpoint_name"
+#: True in the report of a trial's last evaluation (its last step): trials may differ in
+#: length (a searched epoch count), and a scheduler must not stop one there.
+FINAL_EVALUATION_KEY = "final_evaluation"
 #: What a history row keeps of a report.
 HISTORY_KEYS = ("training_iteration", "step", "epoch", "num_evaluations", OBJECTIVE_KEY, "train_loss",
                 CHECKPOINT_NAME_KEY)

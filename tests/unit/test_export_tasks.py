@@ -199,7 +199,7 @@ def test_registered_winner_serves_its_task_and_the_parent_has_the_test_score(tmp
     tracking = run_start_parent(cfg, sweep_name="sts", sweep_path=str(sweep), params={"a": 1}, config_json={},
                                 dashboard_url=None)
     summary = SweepSummary.from_dict(json.loads((sweep / "summary.json").read_text()))
-    assert run_finish_sweep(tracking, summary, registered_model_name="topics", full_length=2) is None
+    assert run_finish_sweep(tracking, summary, registered_model_name="topics") is None
 
     client = build_client(tracking["tracking_uri"])
     parent = client.get_run(tracking["parent_run_id"])

@@ -165,7 +165,7 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     run_ids = {t["trial_id"]: run_start_trial(tracking, trial_id=t["trial_id"], run_uri=t["train_run_path"],
                                               params=t["hyperparameters"]) for t in summary_dict["trials"]}
     summary = SweepSummary.from_dict(summary_dict)
-    assert run_finish_sweep(tracking, summary, registered_model_name="legible", full_length=1) is None
+    assert run_finish_sweep(tracking, summary, registered_model_name="legible") is None
 
     client = build_client(tracking["tracking_uri"])
     winner, loser = client.get_run(run_ids["t2"]), client.get_run(run_ids["t1"])
@@ -213,3 +213,19 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     label, package = served.stdout.split()[-2:]
     assert label == rows[0]["label"]
     assert Path(package).is_relative_to(Path(local) / "code" / "ftplat")
+
+
+def test_a_trial_run_ends_finished_when_it_trained_to_its_own_end_whatever_its_length():
+    """A searched epoch count makes trials of different lengths: a short one that trained to its
+    end is FINISHED, a trial ASHA stopped (no training record) KILLED."""
+    from ftplat.records import TrialRecord
+    from ftplat.tracking.report import build_trial_status
+
+    def record(status, train_result):
+        return TrialRecord.from_dict({"trial_id": "t", "status": status, "hyperparameters": {}, "scores": {},
+                                      "history": [{"step": 10, "eval_accuracy": 0.5}], "train_result": train_result},
+                                     "eval_accuracy")
+
+    assert build_trial_status(record("TERMINATED", {"global_step": 10})) == "FINISHED"
+    assert build_trial_status(record("TERMINATED", None)) == "KILLED"
+    assert build_trial_status(record("ERROR", None)) == "FAILED"

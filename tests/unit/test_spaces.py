@@ -143,7 +143,7 @@ def _run_asha(scheduler, rewards: dict[str, list[float]]) -> tuple[list[tuple[st
     decisions, live = [], dict.fromkeys(rewards)
     for it in range(1, max(len(r) for r in rewards.values()) + 1):
         for tid in list(live):
-            result = {"training_iteration": it, "objective": rewards[tid][it - 1]}
+            result = {"training_iteration": it, "num_evaluations": it, "objective": rewards[tid][it - 1]}
             decision = scheduler.on_trial_result(controller, trials[tid], result)
             decisions.append((tid, it, decision))
             if decision == TrialScheduler.STOP or it == len(rewards[tid]):
@@ -167,6 +167,40 @@ def test_full_length_trials_are_never_stopped_and_the_rungs_stay_rays():
     assert [d for d in ours if d[1] == 4] == [(t, 4, TrialScheduler.CONTINUE) for t in ("a", "d")]
     assert [d for d in ours if d[1] < 4] == [d for d in rays if d[1] < 4]
     assert (("b", 1, TrialScheduler.STOP) in ours) and (("c", 2, TrialScheduler.STOP) in ours)
+
+
+def test_a_trial_is_never_stopped_at_its_final_evaluation_whatever_its_length():
+    """Searched epochs: b's 2 evaluations are its whole run, below max_t (the job's 3); the rung
+    at 2 would stop it there, killing it before it loads its best model and writes its record."""
+    space = SearchSpaceConfig.model_validate({"scheduler": {"type": "asha", "grace_period": 1, "max_t": 3,
+                                                            "reduction_factor": 2}})
+    controller = SimpleNamespace(_checkpoint_manager=SimpleNamespace(_should_force_sync_up=False))
+
+    def run(final_flag: bool) -> str:
+        scheduler = build_scheduler(space, JobConfig())
+        scheduler.set_search_properties("objective", "max")
+        trials = {tid: _Trial(tid) for tid in "acdb"}
+        for trial in trials.values():
+            scheduler.on_trial_add(controller, trial)
+        for n in (1, 2):
+            for tid in "acd":
+                scheduler.on_trial_result(controller, trials[tid], {"num_evaluations": n, "objective": 0.9})
+            decision = scheduler.on_trial_result(controller, trials["b"], {
+                "num_evaluations": n, "objective": 0.95 if n == 1 else 0.1,
+                **({"final_evaluation": True} if final_flag and n == 2 else {})})
+            if n == 1:
+                assert decision == TrialScheduler.CONTINUE
+        return decision
+
+    assert run(final_flag=False) == TrialScheduler.STOP  # Ray's rung, for a trial with more to run
+    assert run(final_flag=True) == TrialScheduler.CONTINUE
+
+
+def test_asha_counts_evaluations_which_a_resumed_trial_continues():
+    """Tune's training_iteration starts again at 1 when a trial is restored without a Tune
+    checkpoint; the reports' num_evaluations counts the trial's evaluations across resumes."""
+    space = SearchSpaceConfig.model_validate({"scheduler": {"type": "asha", "max_t": 3}})
+    assert build_scheduler(space, JobConfig())._time_attr == "num_evaluations"
 
 
 def test_training_arguments_follow_the_config(tmp_path):

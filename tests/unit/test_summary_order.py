@@ -62,3 +62,17 @@ def test_infinite_values_score_as_ray_scores_them(tmp_path, scope):
     expected = rays(histories, scope, "max")
     assert (summary.winner.trial_id if summary.winner else None) == expected
     assert json.loads(json.dumps(summary.to_dict(), allow_nan=False))  # the stored file stays plain JSON
+
+
+def test_a_step_reported_again_after_a_resume_counts_its_later_report(tmp_path):
+    """Resumed from checkpoint-20, the trial evaluates step 30 again; Tune's iterations start
+    again at 1, so an order by iteration put the report lost with the crash after the new one."""
+    rows = [{"training_iteration": i, "step": s, "eval_accuracy": v, "checkpoint_name": f"checkpoint-{s}"}
+            for i, s, v in [(1, 10, 0.5), (2, 20, 0.6), (3, 30, 0.7), (1, 30, 0.9), (2, 40, 0.8)]]
+    trial = _trial("t", "1_lr=0.002")
+    analysis = SimpleNamespace(trials=[trial], trial_dataframes={"t": pd.DataFrame(rows)})
+    job, space = load_sweep_configs(None, None, [
+        "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 3.0e-2}", "search.scope=all"])
+    record = read_sweep_summary(analysis, sweep_name="s", sweep_path=str(tmp_path), job=job, space=space).trials[0]
+    assert [(r["step"], r["eval_accuracy"]) for r in record.history] == [(10, 0.5), (20, 0.6), (30, 0.9), (40, 0.8)]
+    assert record.scores["all"] == 0.9

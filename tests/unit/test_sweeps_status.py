@@ -304,3 +304,19 @@ def test_a_trial_run_again_after_its_failure_shows_the_evaluations_past_its_hist
     history.write_text(json.dumps(json.loads(history.read_text())[:2]))  # as the failure left it
     shown = {t["trial_id"]: t for t in show_json(capsys, str(sweep))["trials"]}["bbbb0001"]
     assert (shown["num_evaluations"], shown["score"], shown["best"]) == (3, 0.95, 0.95)
+
+
+def test_the_end_line_of_a_trial_survives_storage_unreadable_for_a_moment(tmp_path, caplog, monkeypatch):
+    """A log-only callback: an exception from it would reach Tune, which ends the whole sweep."""
+    from ftplat.tune import sweep as sweep_module
+    from ftplat.tune.sweep import TrialEndLogCallback
+
+    def unreadable(*args, **kwargs):
+        raise OSError("storage timed out")
+
+    monkeypatch.setattr(sweep_module, "read_trial_finished", unreadable)
+    caplog.set_level("INFO", logger="ftplat")
+    trial = Trial("fn", trial_id="aaaa0001", stub=True)
+    trial.update_last_result({"num_evaluations": 2, "objective": 0.8})
+    TrialEndLogCallback(sweep_path=str(tmp_path), metric="eval_accuracy", scope="last").on_trial_complete(0, [], trial)
+    assert [r.getMessage() for r in caplog.records] == ["Trial aaaa0001 ended: 2 evaluation(s), eval_accuracy[last]=0.8"]

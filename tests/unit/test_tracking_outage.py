@@ -164,7 +164,7 @@ def test_closing_a_sweep_without_a_winner_ends_the_parent_failed(tmp_path):
     tracking = run_start_parent(cfg, sweep_name="s", sweep_path=str(tmp_path / "s"), params={"a": 1},
                                 config_json={}, dashboard_url=None)
     summary = build_summary(tmp_path / "s", [failed_trial("a"), failed_trial("b")])
-    assert run_finish_sweep(tracking, summary, registered_model_name="m", full_length=3) is None
+    assert run_finish_sweep(tracking, summary, registered_model_name="m") is None
     parent = build_client(tracking["tracking_uri"]).get_run(tracking["parent_run_id"])
     assert parent.info.status == "FAILED" and "ftplat.winner" not in parent.data.tags
 
@@ -175,7 +175,7 @@ def test_calls_the_trials_lost_make_the_sweep_fail(tmp_path):
                                 config_json={}, dashboard_url=None)
     lost = {"tracking_errors": {"count": 3, "first_error": "MlflowException: connection refused"}}
     summary = build_summary(tmp_path / "s", [scored_trial(tmp_path / "s", train_result=lost)], winner_id="t1")
-    error = run_finish_sweep(tracking, summary, registered_model_name=None, full_length=1)
+    error = run_finish_sweep(tracking, summary, registered_model_name=None)
     assert error == "3 MLflow call(s) failed or skipped in trial(s) t1 (first error: MlflowException: connection refused)"
     parent = build_client(tracking["tracking_uri"]).get_run(tracking["parent_run_id"])
     assert parent.info.status == "FAILED" and parent.data.tags["ftplat.winner"] == "t1"

@@ -23,11 +23,13 @@ from ftplat.tracking.runs import build_client, find_trial_run_id, redact_config,
 logger = logging.getLogger(__name__)
 
 
-def build_trial_status(record: TrialRecord, full_length: int) -> str:
-    """MLflow status mirroring Tune: errors FAILED, trials stopped early (ASHA) KILLED."""
+def build_trial_status(record: TrialRecord) -> str:
+    """MLflow status mirroring Tune: errors FAILED, a trial that trained to its own end (its
+    driver wrote its training record) FINISHED, one stopped early (ASHA) KILLED. Trials may
+    differ in length (a searched epoch count), so no evaluation count can say which ended."""
     if record.status == "ERROR":
         return "FAILED"
-    if record.status == "TERMINATED" and record.num_evaluations >= full_length:
+    if record.status == "TERMINATED" and record.train_result is not None:
         return "FINISHED"
     return "KILLED"
 
@@ -181,7 +183,7 @@ def build_cost_metrics(cost: dict[str, Any] | None) -> list:
 
 
 def run_finish_sweep(tracking: dict[str, str], summary: SweepSummary, *,
-                     registered_model_name: str | None, full_length: int | None) -> str | None:
+                     registered_model_name: str | None) -> str | None:
     """Final trial metrics and statuses, then the parent's winner, report plot and model.
 
     Never raises for MLflow: the summary is the sweep's record, written whatever happens here.
@@ -193,7 +195,7 @@ def run_finish_sweep(tracking: dict[str, str], summary: SweepSummary, *,
     sweep_failed = bool(trials_error or summary.retention_error or summary.winner is None)
     guard = TrackingGuard("closing the sweep", quiet=True)
     guard.call(_run_finish_steps, tracking, summary, registered_model_name=registered_model_name,
-               full_length=full_length, status="FAILED" if sweep_failed else "FINISHED")
+               status="FAILED" if sweep_failed else "FINISHED")
     if guard.failed:
         run_end_parent(tracking, "FAILED")
     errors = [trials_error, guard.first_error and f"closing the sweep: {guard.first_error}"]
@@ -201,11 +203,10 @@ def run_finish_sweep(tracking: dict[str, str], summary: SweepSummary, *,
 
 
 def _run_finish_steps(tracking: dict[str, str], summary: SweepSummary, *, registered_model_name: str | None,
-                      full_length: int | None, status: str) -> None:
+                      status: str) -> None:
     from mlflow.entities import Metric, Param
 
     client = build_client(tracking["tracking_uri"])
-    full = full_length or max((t.num_evaluations for t in summary.trials), default=0)
     for record in summary.trials:
         run_id = find_trial_run_id(record.train_run_path) if record.train_run_path else None
         if run_id is None:  # the trial never started, or tracking failed when it did
@@ -215,7 +216,7 @@ def _run_finish_steps(tracking: dict[str, str], summary: SweepSummary, *, regist
         if scores:
             client.log_batch(run_id, metrics=scores)
         client.set_tag(run_id, "ftplat.tune_status", record.status)
-        trial_status = build_trial_status(record, full)
+        trial_status = build_trial_status(record)
         if client.get_run(run_id).info.status != trial_status:
             client.set_terminated(run_id, trial_status)
 

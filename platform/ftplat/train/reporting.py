@@ -18,7 +18,7 @@ import torch.distributed as dist
 from transformers import TrainerCallback
 
 from ftplat.checkpoints.sizes import build_checkpoint_bytes
-from ftplat.records import CHECKPOINT_NAME_KEY
+from ftplat.records import CHECKPOINT_NAME_KEY, FINAL_EVALUATION_KEY
 from ftplat.scoring import build_report_metrics
 from ftplat.train.persist import CheckpointPersister
 
@@ -43,6 +43,7 @@ class RayScopeReportCallback(TrainerCallback):
         metrics = build_report_metrics(
             state.log_history, metric=self.metric, mode=self.mode, scope=self.scope, step=state.global_step
         )
+        metrics[FINAL_EVALUATION_KEY] = state.global_step >= state.max_steps
         name = metrics[CHECKPOINT_NAME_KEY]
         if dist.is_available() and dist.is_initialized():
             # Every rank has written its part of the checkpoint (rng state, ZeRO shards)
@@ -68,5 +69,5 @@ class RayScopeReportCallback(TrainerCallback):
         evals = [e for e in state.log_history if self.metric in e]
         if self.saves == 0 and evals:
             step = evals[-1].get("step", state.global_step)
-            ray.train.report(build_report_metrics(state.log_history, metric=self.metric, mode=self.mode,
-                                                  scope=self.scope, step=step))
+            ray.train.report({**build_report_metrics(state.log_history, metric=self.metric, mode=self.mode,
+                                                     scope=self.scope, step=step), FINAL_EVALUATION_KEY: True})

@@ -16,6 +16,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
 from ftplat.ray_internals import request_experiment_state_save
+from ftplat.records import FINAL_EVALUATION_KEY
 
 
 def build_param_space(space: SearchSpaceConfig) -> dict[str, Any]:
@@ -100,15 +101,19 @@ class StateSavingFIFOScheduler(SavesStateOnTrialEvents, FIFOScheduler):
 
 
 class FullLengthASHAScheduler(SavesStateOnTrialEvents, ASHAScheduler):
-    """Ray's ASHA, except that a trial reaching ``max_t`` runs on to its own end.
+    """Ray's ASHA, except that a trial at its last evaluation, or reaching ``max_t``, runs on
+    to its own end.
 
-    Ray stops a trial once ``time_attr`` reaches ``max_t``. Here that is the trial's last
-    evaluation, and the stop kills the trial before its worker loads the best model and
-    removes its scratch folder, and before its driver writes ``trial_result.json`` and ends
-    its MLflow run. The rungs stay Ray's: Ray records a result at ``max_t`` in its bracket only
-    in ``on_trial_complete``, which Tune calls when the trial ends, stopped or not. A
-    ``scheduler.max_t`` below a trial's real length therefore ends the rungs there but no
-    longer cuts the trial short.
+    Ray stops a trial once ``time_attr`` reaches ``max_t``, and a rung may stop one at any
+    milestone, its last evaluation included when trials differ in length (a searched epoch
+    count; ``max_t`` comes from the job's own). A stop there kills the trial before its worker
+    loads the best model and removes its scratch folder, and before its driver writes
+    ``trial_result.json`` and ends its MLflow run; there is nothing left to save by stopping it.
+    The worker marks that report (``FINAL_EVALUATION_KEY``). The rungs stay Ray's: Ray records a
+    result at ``max_t`` in its bracket only in ``on_trial_complete``, which Tune calls when the
+    trial ends, stopped or not. ``time_attr`` is the trial's evaluation count, which a resumed
+    trial continues (Tune's ``training_iteration`` starts again at 1 after a restore without a
+    Tune checkpoint, which ftplat never makes).
     """
 
     def __init__(self, *, time_attr: str, max_t: int, **kwargs: Any):
@@ -116,7 +121,7 @@ class FullLengthASHAScheduler(SavesStateOnTrialEvents, ASHAScheduler):
         self.full_length_attr, self.full_length = time_attr, max_t
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        if result.get(self.full_length_attr, 0) >= self.full_length:
+        if result.get(FINAL_EVALUATION_KEY) or result.get(self.full_length_attr, 0) >= self.full_length:
             return TrialScheduler.CONTINUE
         return super().on_trial_result(tune_controller, trial, result)
 
@@ -133,9 +138,9 @@ def build_scheduler(space: SearchSpaceConfig, job: JobConfig) -> TrialScheduler:
         )
     if sched.grace_period > max_t:
         raise UserError(f"scheduler.grace_period ({sched.grace_period}) exceeds max_t ({max_t})")
-    # One Tune iteration is one evaluation report, so grace_period and max_t count evaluations.
+    # grace_period and max_t count evaluations (each report is one, counted across resumes).
     return FullLengthASHAScheduler(
-        time_attr="training_iteration",
+        time_attr="num_evaluations",
         max_t=max_t,
         grace_period=sched.grace_period,
         reduction_factor=sched.reduction_factor,

@@ -78,7 +78,8 @@ def read_trial_record(trial, frame, *, job: JobConfig, space: SearchSpaceConfig,
     best_metric = job.training.metric_for_best_model
     rows = []
     if frame is not None and len(frame):
-        frame = frame.sort_values("training_iteration")
+        # In the order Tune wrote them, not by training_iteration: that restarts at 1 when a
+        # trial is resumed, and of two reports of one step the later must win.
         rows = [build_history_row(raw, (metric, best_metric)) for raw in frame.to_dict("records") if metric in raw]
     run_uri = build_train_run_uri(sweep_path, trial.trial_id)
     rows = build_trial_history([*(read_trial_history_file(run_uri) or []), *rows],

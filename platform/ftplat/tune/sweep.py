@@ -29,7 +29,7 @@ from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
 from ftplat.tune.preflight import build_largest_trial_job, check_largest_trial_fits, check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
-from ftplat.tune.spaces import build_max_evaluations, build_param_space, build_scheduler, build_search_alg
+from ftplat.tune.spaces import build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.study import (StudyUploadCallback, build_dashboard_command, build_study_storage,
                                is_local_storage, run_clear_stale_study, run_download_study)
 from ftplat.tune.summary import format_summary_table, read_sweep_summary
@@ -120,9 +120,12 @@ class TrialEndLogCallback(tune.Callback):
         return f"{result.get('num_evaluations') or 0} evaluation(s), {self.metric}[{self.scope}]={shown}"
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        done = read_trial_finished(self.sweep_path, trial.trial_id)
-        logger.info("Trial %s %s: %s", trial.trial_id, "finished" if done else "stopped by the scheduler",
-                    self._so_far(trial))
+        # A log line: storage unreadable for a moment must not raise into Tune, which ends the sweep.
+        try:
+            how = "finished" if read_trial_finished(self.sweep_path, trial.trial_id) else "stopped by the scheduler"
+        except OSError:
+            how = "ended"
+        logger.info("Trial %s %s: %s", trial.trial_id, how, self._so_far(trial))
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
         # Storage gets Tune's error file at its next sync: until then only Tune's own log has it.
@@ -280,8 +283,7 @@ def run_close_sweep(job: JobConfig, summary: SweepSummary, tracking: dict[str, s
     summary.write()
     if tracking:
         summary.tracking_error = run_finish_sweep(tracking, summary,
-                                                  registered_model_name=job.tracking.registered_model_name,
-                                                  full_length=build_max_evaluations(job))
+                                                  registered_model_name=job.tracking.registered_model_name)
         if summary.tracking_error:
             logger.warning("MLflow tracking failed: %s; summary.json and the checkpoints are complete, "
                            "the MLflow runs are not", summary.tracking_error)
