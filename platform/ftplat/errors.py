@@ -24,5 +24,10 @@ class ConfigError(UserError):
     """A user error in a config file or a ``key=value`` override."""
 
 
-#: Exit codes of the command-line tools.
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+class SweepInterrupted(FtplatError):
+    """The sweep stopped before its trials ended (Ctrl-C: Tune saves its state and returns);
+    ``--resume`` continues it. Nothing that belongs to a finished sweep has been done."""
+
+
+#: Exit codes of the command-line tools (130: interrupted, as a shell reports Ctrl-C).
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130

@@ -263,3 +263,33 @@ def test_resume_needs_the_state_tune_restores_from(tmp_path):
     assert read_missing_tune_state(str(tmp_path)).startswith("experiment_state-")
     (tmp_path / "experiment_state-2026-01-01_00-00-00.json").write_text("{}")
     assert read_missing_tune_state(str(tmp_path)) is None
+
+
+def test_an_interrupted_sweep_is_not_closed_as_a_finished_one(monkeypatch, capsys, tmp_path):
+    """On Ctrl-C Tune saves its state and returns from fit() as if done: the sweep must not go on
+    to score the test split, prune checkpoints or register a winner, and says how to continue."""
+    from ray.tune.experiment import Trial
+
+    from ftplat.cli.sweep import main
+    from ftplat.errors import SweepInterrupted
+    from ftplat.tune import sweep
+    from ftplat.tune.console import check_sweep_ended
+
+    def trial(tid, status):
+        t = Trial("fn", trial_id=tid, stub=True)
+        t.set_status(status)
+        return t
+
+    check_sweep_ended([trial("a", Trial.TERMINATED), trial("b", Trial.ERROR)], "s")  # ended: no error
+    with pytest.raises(SweepInterrupted, match=r"sweep s was interrupted with 2 trial\(s\) not ended \(c, d\).*"
+                                               r"--resume --name s"):
+        check_sweep_ended([trial("a", Trial.TERMINATED), trial("c", Trial.RUNNING), trial("d", Trial.PENDING)], "s")
+
+    def interrupted(job, space, resume):
+        check_sweep_ended([trial("c", Trial.RUNNING)], "s")
+
+    monkeypatch.setattr(sweep, "run_sweep", interrupted)
+    assert main(["--storage", str(tmp_path / "storage")]) == 130
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert lines == ["error: sweep s was interrupted with 1 trial(s) not ended (c); its state is saved: continue it "
+                     "with --resume --name s (no test score, final retention or registered model yet)"]

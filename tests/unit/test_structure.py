@@ -171,7 +171,7 @@ def test_names_copied_from_libraries_match_them():
     from ray.air.constants import AIR_ENV_VARS
     from ray.tune.constants import TUNE_ENV_VARS
 
-    from ftplat.tune.sweep import TUNE_FIT_ENV
+    from ftplat.tune.console import TUNE_FIT_ENV
 
     assert set(TUNE_FIT_ENV) <= AIR_ENV_VARS | TUNE_ENV_VARS
 

@@ -236,7 +236,7 @@ def test_remaining_time_shares_the_work_among_concurrent_trials():
 
 
 def test_a_line_says_how_each_trial_ended(tmp_path, caplog):
-    from ftplat.tune.sweep import TrialEndLogCallback
+    from ftplat.tune.console import TrialEndLogCallback
 
     caplog.set_level("INFO", logger="ftplat")
     sweep = write_sweep(tmp_path, "ends", RUNNING_SWEEP[:2])
@@ -264,7 +264,7 @@ def test_a_line_says_how_each_trial_ended(tmp_path, caplog):
 
 
 def test_tunes_table_shows_the_searched_values_and_the_scope_score():
-    from ftplat.tune.sweep import build_progress_reporter
+    from ftplat.tune.console import build_progress_reporter
 
     _, space = load_sweep_configs(None, None, ["search.scope=last-5-avg"])
     reporter = build_progress_reporter(space)
@@ -280,7 +280,7 @@ def test_a_failed_trials_line_says_why_before_storage_has_the_error_file(tmp_pat
     line reads the driver's copy (Trial.error_file)."""
     from types import SimpleNamespace
 
-    from ftplat.tune.sweep import TrialEndLogCallback
+    from ftplat.tune.console import TrialEndLogCallback
 
     caplog.set_level("INFO", logger="ftplat")
     local = tmp_path / "staging" / "error.txt"
@@ -308,13 +308,13 @@ def test_a_trial_run_again_after_its_failure_shows_the_evaluations_past_its_hist
 
 def test_the_end_line_of_a_trial_survives_storage_unreadable_for_a_moment(tmp_path, caplog, monkeypatch):
     """A log-only callback: an exception from it would reach Tune, which ends the whole sweep."""
-    from ftplat.tune import sweep as sweep_module
-    from ftplat.tune.sweep import TrialEndLogCallback
+    from ftplat.tune import console
+    from ftplat.tune.console import TrialEndLogCallback
 
     def unreadable(*args, **kwargs):
         raise OSError("storage timed out")
 
-    monkeypatch.setattr(sweep_module, "read_trial_finished", unreadable)
+    monkeypatch.setattr(console, "read_trial_finished", unreadable)
     caplog.set_level("INFO", logger="ftplat")
     trial = Trial("fn", trial_id="aaaa0001", stub=True)
     trial.update_last_result({"num_evaluations": 2, "objective": 0.8})

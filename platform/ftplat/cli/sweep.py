@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ftplat.config.loading import build_literal_override, load_sweep_configs
-from ftplat.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UserError
+from ftplat.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SweepInterrupted, UserError
 
 if TYPE_CHECKING:
     from ftplat.config.schema import JobConfig
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     """Exit 0 with a winner; 2 on bad input (one ``error:`` line naming the field and the fix,
     nothing written, Ray not started); 1 on any other failure (one ``error:`` line naming the
     log file that holds the traceback), or when no trial produced a score, the final retention
-    pass failed or MLflow tracking failed (one ``error:`` line each). ``--dry-run``: exit 0
+    pass failed or MLflow tracking failed (one ``error:`` line each); 130 when interrupted
+    (Ctrl-C: the line says how to ``--resume``). ``--dry-run``: exit 0
     after the read-only checks, with the plan on stdout."""
     args = parse_sweep_args(argv, prog)
     configure_logging()
@@ -163,6 +164,9 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except SweepInterrupted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, the traceback in a log, exit 1
         print(f"error: {format_failure(exc)}", file=sys.stderr)
         return EXIT_FAILURE

@@ -15,8 +15,9 @@ from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.environment import scoped_environ
-from ftplat.layout import build_summary_uri, build_sweep_config_uri, read_trial_finished
-from ftplat.ray_internals import read_dashboard_url, read_trial_error, run_start_autoscaling_coordinator
+from ftplat.errors import SweepInterrupted
+from ftplat.layout import build_summary_uri, build_sweep_config_uri
+from ftplat.ray_internals import read_dashboard_url, run_start_autoscaling_coordinator
 from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
 from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, read_alive_node_resources, run_ray_init
 from ftplat.storage import check_writable, path_exists, write_json
@@ -25,6 +26,7 @@ from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
 from ftplat.tracking.trial_runs import run_start_trial_runs_actor
 from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
+from ftplat.tune.console import TUNE_FIT_ENV, TrialEndLogCallback, build_progress_reporter, check_sweep_ended
 from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
 from ftplat.tune.preflight import build_largest_trial_job, check_largest_trial_fits, check_sweep_preflight
@@ -86,51 +88,6 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
                                   callbacks=build_sweep_callbacks(job, space, sweep_path),
                                   progress_reporter=build_progress_reporter(space)),
     )
-
-
-#: The environment ``Tuner.fit`` runs in (a value the user set wins). ``RAY_AIR_NEW_OUTPUT=0``:
-#: Tune's output that honours ``progress_reporter`` (its newer output ignores it, and shows
-#: neither the objective nor the scope). The threshold 0: ftplat's schedulers save the
-#: experiment state when a trial is added or ends (``SavesStateOnTrialEvents``), so one trial
-#: ending as the next starts makes two saves within seconds, which Tune would report, every
-#: time, as snapshots forced by ``CheckpointConfig(num_to_keep)`` (not set by ftplat) and advise
-#: changing that setting. Each of these saves is a few small files.
-TUNE_FIT_ENV = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
-
-
-def build_progress_reporter(space: SearchSpaceConfig) -> tune.CLIReporter:
-    """Tune's progress table: each trial's searched values, evaluations and scope score, best first."""
-    return tune.CLIReporter(
-        parameter_columns={p: p.rsplit(".", 1)[-1] for p in space.parameters},
-        metric_columns={"num_evaluations": "evals", OBJECTIVE_KEY: f"{space.objective.metric}[{space.scope}]",
-                        space.objective.metric: space.objective.metric},
-        sort_by_metric=True, max_report_frequency=30)  # metric and mode: Tune sets TuneConfig's
-
-
-class TrialEndLogCallback(tune.Callback):
-    """One line when a trial ends: finished, stopped by the scheduler, or failed and why."""
-
-    def __init__(self, *, sweep_path: str, metric: str, scope: str):
-        self.sweep_path, self.metric, self.scope = sweep_path, metric, scope
-
-    def _so_far(self, trial) -> str:
-        result = trial.last_result or {}
-        score = result.get(OBJECTIVE_KEY)
-        shown = f"{score:.4g}" if isinstance(score, (int, float)) else "-"
-        return f"{result.get('num_evaluations') or 0} evaluation(s), {self.metric}[{self.scope}]={shown}"
-
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        # A log line: storage unreadable for a moment must not raise into Tune, which ends the sweep.
-        try:
-            how = "finished" if read_trial_finished(self.sweep_path, trial.trial_id) else "stopped by the scheduler"
-        except OSError:
-            how = "ended"
-        logger.info("Trial %s %s: %s", trial.trial_id, how, self._so_far(trial))
-
-    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
-        # Storage gets Tune's error file at its next sync: until then only Tune's own log has it.
-        why = read_trial_error(trial) or "error (details in the trial folder)"
-        logger.info("Trial %s failed after %s: %s", trial.trial_id, self._so_far(trial), why)
 
 
 def build_sweep_callbacks(job: JobConfig, space: SearchSpaceConfig, sweep_path: str) -> list[tune.Callback]:
@@ -217,8 +174,10 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         try:
             with scoped_environ(TUNE_FIT_ENV, keep_set=True):
                 grid = tuner.fit()
+            analysis = tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem)
+            check_sweep_ended(analysis.trials, sweep_name)
             summary = read_sweep_summary(
-                tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem),
+                analysis,
                 sweep_name=sweep_name,
                 sweep_path=sweep_path,
                 job=job,
@@ -230,9 +189,10 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
             )
             summary.test = run_winner_test_score(job, summary, data_ref, data_stats)
             summary = run_close_sweep(job, summary, tracking)
-        except BaseException:
-            if tracking:
-                run_end_parent(tracking, "FAILED")  # never raises: the sweep's own error is the one to see
+        except BaseException as exc:
+            if tracking:  # never raises: the sweep's own error is the one to see
+                run_end_parent(tracking, "KILLED" if isinstance(exc, (SweepInterrupted, KeyboardInterrupt))
+                               else "FAILED")
             raise
     finally:
         if trial_runs is not None:
