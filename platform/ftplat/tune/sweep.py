@@ -171,29 +171,31 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                             data_ref=data_ref, trial_runs=trial_runs, resume=resume,
                             deepspeed_configs=deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
-        try:
-            with scoped_environ(TUNE_FIT_ENV, keep_set=True):
-                grid = tuner.fit()
-            analysis = tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem)
-            check_sweep_ended(analysis.trials, sweep_name)
-            summary = read_sweep_summary(
-                analysis,
-                sweep_name=sweep_name,
-                sweep_path=sweep_path,
-                job=job,
-                space=space,
-                data=data_stats,
-                wall_seconds=round(time.perf_counter() - started, 1),
-                versions=collect_versions(),
-                mlflow=redact_config(tracking),
-            )
-            summary.test = run_winner_test_score(job, summary, data_ref, data_stats)
-            summary = run_close_sweep(job, summary, tracking)
-        except BaseException as exc:
-            if tracking:  # never raises: the sweep's own error is the one to see
-                run_end_parent(tracking, "KILLED" if isinstance(exc, (SweepInterrupted, KeyboardInterrupt))
-                               else "FAILED")
-            raise
+        with scoped_environ(TUNE_FIT_ENV, keep_set=True):
+            grid = tuner.fit()
+        analysis = tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem)
+        check_sweep_ended(analysis.trials, sweep_name)
+        summary = read_sweep_summary(
+            analysis,
+            sweep_name=sweep_name,
+            sweep_path=sweep_path,
+            job=job,
+            space=space,
+            data=data_stats,
+            wall_seconds=round(time.perf_counter() - started, 1),
+            versions=collect_versions(),
+            mlflow=redact_config(tracking),
+        )
+        summary.test = run_winner_test_score(job, summary, data_ref, data_stats)
+        summary = run_close_sweep(job, summary, tracking)
+    except BaseException as exc:
+        # A started parent run never stays RUNNING: a failure anywhere after it (the object
+        # store, Tune's restore, the study's download, fit) ends it; this call never raises, so
+        # the sweep's own error is the one to see.
+        if tracking:
+            run_end_parent(tracking, "KILLED" if isinstance(exc, (SweepInterrupted, KeyboardInterrupt))
+                           else "FAILED")
+        raise
     finally:
         if trial_runs is not None:
             # Every trial has ended: a sweep in a long-lived process leaves no actor behind. A
