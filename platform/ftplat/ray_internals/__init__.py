@@ -42,6 +42,8 @@ ftplat relies on a few things Ray does not promise to keep:
 * Train V2's storage context inside a worker (``get_storage()``, a DeveloperAPI: the run's
   folder, filesystem and upload) and the marker file it writes there: a worker hard-links its
   checkpoints into a local storage folder its node sees instead of having Ray copy them.
+* Tune's ``OptunaSearch`` state (its trials, finished ones, study and space): a failed trial
+  that ``--resume`` runs again gets a new Optuna trial of its values (``optuna_search``).
 
 ``check_ray_version`` runs before a sweep or a checkpoint gc starts and refuses a Ray release
 these were not verified against; widen ``VERIFIED_RAY_SERIES`` after running the test suite
@@ -58,6 +60,7 @@ from ftplat.errors import UserError
 # and its one-worker barrier), run_storage (a worker's view of its run's storage), tune_trials
 # (Tune's trials and state), cluster.
 from ftplat.ray_internals.cluster import GCS_PORT_ENV, read_dashboard_url, run_init_private_cluster  # noqa: F401
+from ftplat.ray_internals.optuna_search import ResumableConcurrencyLimiter, ResumableOptunaSearch  # noqa: F401
 from ftplat.ray_internals.run_storage import STORAGE_MARKER_FILE, RunStorage, read_run_storage  # noqa: F401
 from ftplat.ray_internals.snapshot import (  # noqa: F401
     SNAPSHOT_FILE,

@@ -10,12 +10,11 @@ from ray import tune
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.basic_variant import BasicVariantGenerator
-from ray.tune.search.optuna import OptunaSearch
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
-from ftplat.ray_internals import request_experiment_state_save
+from ftplat.ray_internals import ResumableConcurrencyLimiter, ResumableOptunaSearch, request_experiment_state_save
 from ftplat.records import FINAL_EVALUATION_KEY
 
 
@@ -54,8 +53,9 @@ def build_search_alg(space: SearchSpaceConfig, max_concurrent: int, *, study_nam
     # Optuna's TPE default starts with 10 random trials, so a sweep of up to 10 trials would
     # never use what it learned; the config sets a start that fits the budget.
     sampler = optuna.samplers.TPESampler(seed=space.seed, n_startup_trials=space.build_startup_trials())
-    searcher = OptunaSearch(sampler=sampler, points_to_evaluate=points, study_name=study_name, storage=study_storage)
-    return ConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
+    searcher = ResumableOptunaSearch(sampler=sampler, points_to_evaluate=points, study_name=study_name,
+                                     storage=study_storage)
+    return ResumableConcurrencyLimiter(searcher, max_concurrent=max_concurrent)
 
 
 def build_max_evaluations(job: JobConfig) -> int | None:
