@@ -10,6 +10,8 @@ import threading
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from ftplat.config.schema import TrackingConfig
 from ftplat.layout import build_tracking_uri
 from ftplat.storage import read_json
@@ -81,6 +83,8 @@ def test_a_run_the_driver_could_not_create_costs_rank0_nothing_and_is_counted_on
 RANK0_LOGS = """
 import sys, tempfile, os
 from types import SimpleNamespace
+
+import pytest
 import ftplat.tune.trial
 from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
 made = []
@@ -106,3 +110,27 @@ def test_neither_a_trials_driver_nor_its_rank0_imports_mlflow():
     out = subprocess.run([sys.executable, "-c", RANK0_LOGS], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_a_trial_restarted_after_its_params_failed_to_log_keeps_one_run_with_its_params(tmp_path, monkeypatch):
+    from ftplat.tracking import runs as runs_module
+    from ftplat.tracking.runs import run_start_trial
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = run_start_parent(TrackingConfig(tracking_uri=uri, experiment_name="e"), sweep_name="s",
+                                sweep_path=str(tmp_path / "s"), params={}, config_json={}, dashboard_url=None)
+    run_uri = str(tmp_path / "s" / "train-t1")
+    logged = runs_module.log_params
+
+    def refused(*args, **kwargs):
+        raise ConnectionError("the server went away")
+
+    monkeypatch.setattr(runs_module, "log_params", refused)
+    with pytest.raises(ConnectionError):
+        run_start_trial(tracking, trial_id="t1", run_uri=run_uri, params={"training.learning_rate": 1e-3})
+    monkeypatch.setattr(runs_module, "log_params", logged)
+    run_id = run_start_trial(tracking, trial_id="t1", run_uri=run_uri, params={"training.learning_rate": 1e-3})
+    client = build_client(uri)
+    children = client.search_runs([tracking["experiment_id"]], f"tags.mlflow.parentRunId = '{tracking['parent_run_id']}'")
+    assert [r.info.run_id for r in children] == [run_id]
+    assert client.get_run(run_id).data.params == {"training.learning_rate": "0.001"}

@@ -217,15 +217,17 @@ def run_start_trial(tracking: dict[str, str], *, trial_id: str, run_uri: str, pa
     if path_exists(ids_uri):
         run_id = read_json(ids_uri)["run_id"]
         client.update_run(run_id, status="RUNNING")
-        return run_id
-    run = client.create_run(
-        tracking["experiment_id"],
-        run_name=f"trial-{trial_id}",
-        tags={PARENT_RUN_TAG: tracking["parent_run_id"], "ftplat.trial_id": trial_id},
-    )
-    log_params(client, run.info.run_id, params)
-    write_json(ids_uri, {"run_id": run.info.run_id})
-    return run.info.run_id
+    else:
+        run_id = client.create_run(
+            tracking["experiment_id"],
+            run_name=f"trial-{trial_id}",
+            tags={PARENT_RUN_TAG: tracking["parent_run_id"], "ftplat.trial_id": trial_id},
+        ).info.run_id
+        # Recorded before anything is logged into it: a restart after a failure below finds
+        # this run instead of making a second one.
+        write_json(ids_uri, {"run_id": run_id})
+    log_params(client, run_id, params)  # the same values again after a restart: MLflow accepts them
+    return run_id
 
 
 def run_end_parent(tracking: dict[str, str], status: str) -> None:
