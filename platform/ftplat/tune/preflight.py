@@ -22,7 +22,8 @@ from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
-from ftplat.layout import build_sweep_config_uri
+from ftplat.layout import build_summary_uri, build_sweep_config_uri
+from ftplat.records import SweepSummary
 from ftplat.ray_internals import check_ray_version, read_missing_tune_state
 from ftplat.environment import read_machine_cpus
 from ftplat.runtime import check_trial_fits_machine, read_machine_gpus, read_private_cluster_planned
@@ -93,7 +94,24 @@ def check_sweep_storage(job: JobConfig, sweep_name: str, *, resume: bool) -> str
                 "trials start), so there is nothing to resume; start it again without --resume under another "
                 "--name, or delete that folder first"
             )
+        check_sweep_not_finished(sweep_path, sweep_name, shown)
     return sweep_path
+
+
+def check_sweep_not_finished(sweep_path: str, sweep_name: str, shown: str) -> None:
+    """Refuse to resume a sweep whose summary says every trial ended without failing: Tune
+    would run nothing, and the end of the sweep (test score, registered model) would run a
+    second time. One with failed trials may be resumed: Tune runs those again."""
+    if not path_exists(build_summary_uri(sweep_path)):
+        return
+    try:
+        summary = SweepSummary.read(sweep_path)
+    except (OSError, ValueError):
+        return  # an unreadable summary is no proof the sweep ended: let Tune's state decide
+    if summary.trials and all(t.status == "TERMINATED" for t in summary.trials):
+        raise UserError(f"--resume: sweep {sweep_name!r} under {shown} has finished (summary.json: every trial ended, "
+                        "none failed), so there is nothing to resume; `ftplat sweeps show` shows it, `ftplat export` "
+                        "exports its winner")
 
 
 def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig,
