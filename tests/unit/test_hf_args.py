@@ -97,22 +97,26 @@ def test_refusals_name_the_yaml_path_from_overrides():
     assert job.training.hf_args == {"label_smoothing_factor": 0.1}
 
 
-def test_every_field_ftplat_sets_is_refused(tmp_path, monkeypatch):
+def test_every_field_ftplat_sets_is_refused_or_taken_from_hf_args(tmp_path, monkeypatch):
     """Each keyword build_training_arguments passes itself, given again in hf_args, would fail
-    every trial's worker with "got multiple values for keyword argument"."""
+    every trial's worker with "got multiple values for keyword argument": it is refused, or (a
+    default ftplat gives way to, such as ddp_find_unused_parameters) passed once, as given."""
     import ftplat.train.arguments as arguments
 
     passed = {}
-    monkeypatch.setattr(arguments, "TrainingArguments", lambda **kwargs: passed.update(kwargs))
+    monkeypatch.setattr(arguments, "TrainingArguments", lambda **kwargs: passed.update(kwargs) or kwargs)
     arguments.build_training_arguments(JobConfig(), output_dir=str(tmp_path))
-    accepted = []
+    clashing = []
     for name in sorted(passed):
         try:
-            job_with({name: passed[name]})
+            job = job_with({name: passed[name]})
         except ValidationError:
             continue
-        accepted.append(name)
-    assert accepted == [], f"hf_args accepts {accepted}, which build_training_arguments also passes"
+        try:
+            assert arguments.build_training_arguments(job, output_dir=str(tmp_path))[name] == passed[name]
+        except TypeError:
+            clashing.append(name)
+    assert clashing == [], f"hf_args accepts {clashing}, which build_training_arguments also passes"
 
 
 @pytest.mark.parametrize("parameter", [

@@ -40,8 +40,10 @@ OWNED_FIELDS = {
     "run_name": "trial runs are named after their trial id",
     "logging_dir": "logs go to the Ray logs and MLflow",
     "data_seed": "follows training.seed",
-    "ddp_find_unused_parameters": "ftplat sets it false: frozen parameters never reach DDP's reducer, "
-                                  "and the search for unused ones costs every step",
+    "eval_delay": "every checkpoint save must follow an evaluation, which scores it for retention and the "
+                  "objective; evaluate less often with training.eval_steps",
+    "eval_on_start": "the untrained model's evaluation would count in the trial's scope objective (avg, "
+                     "last-N-avg) though no checkpoint holds that model",
 }
 
 #: Fields transformers 5 replaced, as ``{old name: (new field, value meaning the old True)}``:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -26,12 +27,15 @@ def find_acl_imdb_root(path: Path) -> Path | None:
     return None
 
 
+#: A shard number after the split name: "-00000-of-00002" (the hub's parquet layout), "_part1",
+#: "-0", ".3". Split names themselves may hold "_" and "-" (MNLI's "validation_matched").
+_SHARD_SUFFIX = re.compile(r"[-_.](?:\d+-of-\d+|part[-_]?\d+|\d+)$")
+
+
 def _split_of(file: Path) -> str:
-    # "train.parquet", "train-00000-of-00002.parquet" and "test_part1.csv" name their split first.
-    stem = file.name.split(".")[0]
-    for sep in ("-", "_"):
-        stem = stem.split(sep)[0]
-    return stem
+    """The split a file holds: its name without the extension and any shard number
+    ("train-00000-of-00002.parquet", "test_part1.csv", "validation_matched.jsonl")."""
+    return _SHARD_SUFFIX.sub("", file.name[: -len(file.suffix)])
 
 
 def load_acl_imdb_split(root: Path, split: str, *, text_column: str, label_column: str) -> datasets.Dataset:
@@ -106,8 +110,9 @@ def check_parquet_files(files: list[str], source: Path) -> None:
 def load_split_files(builder: str, files: list[str], source: Path, split: str) -> datasets.Dataset:
     if builder == "parquet":
         check_parquet_files(files, source)
+    key = re.sub(r"\W", "_", split)  # datasets takes \w+ split names; a file's may hold "-"
     try:
-        return datasets.load_dataset(builder, data_files={split: files}, split=split)
+        return datasets.load_dataset(builder, data_files={key: files}, split=key)
     except datasets.exceptions.DatasetGenerationError as exc:
         # A corrupt file, or files of one split whose columns differ: the data is at fault.
         cause = exc.__cause__ or exc

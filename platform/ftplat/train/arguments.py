@@ -33,6 +33,12 @@ def build_training_arguments(
         deepspeed: a DeepSpeed config dict or path, when the job uses ZeRO.
     """
     t = job.training
+    hf_args = build_task_hf_args(job)
+    # Workers of a multi-worker trial train under DDP; frozen parameters never reach the
+    # reducer, so by default the unused-parameter search would only cost time. A model whose
+    # forward skips trainable parameters (Longformer's global attention without global tokens)
+    # needs hf_args.ddp_find_unused_parameters: true.
+    find_unused = hf_args.pop("ddp_find_unused_parameters", False)
     return TrainingArguments(
         output_dir=output_dir,
         num_train_epochs=t.num_train_epochs,
@@ -64,11 +70,9 @@ def build_training_arguments(
         use_cpu=not job.resources.use_gpu,
         report_to=report_to or [],
         disable_tqdm=True,
-        # Workers of a multi-worker trial train under DDP; frozen parameters never reach the
-        # reducer, so the unused-parameter search would only cost time.
-        ddp_find_unused_parameters=False,
+        ddp_find_unused_parameters=find_unused,
         deepspeed=deepspeed,
         # Checked against TrainingArguments and the fields above when the config was read;
         # the task's needs (an LM's losses for perplexity) come last.
-        **build_task_hf_args(job),
+        **hf_args,
     )

@@ -26,6 +26,7 @@ from ftplat.tune.report_channel import ReportChannel
 from ftplat.tune.run_history import read_finished_evaluations
 from ftplat.tune.timeline import build_trial_timeline
 from ftplat.train.entry import train_fn_per_worker
+from ftplat.zero.config import build_trial_deepspeed_config
 
 if TYPE_CHECKING:
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
@@ -87,7 +88,8 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
 
     ``config`` is Tune's sampled ``{dotted.path: value}``; the keyword arguments are bound
     once per sweep with ``tune.with_parameters``; ``deepspeed_configs`` maps each
-    ``training.deepspeed`` value the trials can take to its checked config;
+    ``training.deepspeed`` value the trials can take to its checked config (a preset as shipped,
+    fitted here to the trial's values);
     ``track_state`` whether the cluster has a dashboard to show Train's state;
     ``trial_runs`` the sweep's ``TrialRuns`` actor, which makes the trial's MLflow calls (None:
     tracking is off).
@@ -121,7 +123,7 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
         ray.tune.report(finished)
         return
     loop_config = {"job": trial_job.model_dump(), "objective": objective, "data_ref": data_ref,
-                   "deepspeed": (deepspeed_configs or {}).get(trial_job.training.deepspeed)}
+                   "deepspeed": build_trial_deepspeed_config(deepspeed_configs or {}, trial_job)}
     # A tracking server that fails costs the trial its MLflow run, never the trial itself.
     guard = TrackingGuard(f"in trial {trial_id}'s driver")
     run_ref = None

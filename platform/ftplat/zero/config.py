@@ -11,6 +11,7 @@ would all fail never starts. Nothing here imports torch or DeepSpeed.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 from importlib import resources
@@ -20,9 +21,10 @@ from ftplat.errors import UserError
 
 PRESETS = ("zero2", "zero3", "zero3_offload")
 
-#: HF Adam defaults; ftplat does not expose them, so a JSON may only repeat them.
-ADAM_BETAS = [0.9, 0.999]
-ADAM_EPSILON = 1e-8
+#: DeepSpeed Adam keys HF fills from TrainingArguments fields that only ``training.hf_args``
+#: sets, with HF's defaults for those fields.
+ADAM_FIELDS = {"optimizer.params.betas": ("adam_beta1", "adam_beta2"), "optimizer.params.eps": ("adam_epsilon",)}
+ADAM_DEFAULTS = {"adam_beta1": 0.9, "adam_beta2": 0.999, "adam_epsilon": 1e-8}
 
 #: DeepSpeed scheduler type -> the ``training.lr_scheduler_type`` with the same shape.
 SCHEDULER_EQUIVALENTS = {"WarmupDecayLR": "linear", "WarmupLR": "constant_with_warmup", "WarmupCosineLR": "cosine"}
@@ -43,6 +45,12 @@ AUTO_FIELDS = {
 #: train_batch_size is a product of three fields; any of them being searched needs "auto".
 TRAIN_BATCH_FIELDS = ("resources.num_workers", "training.per_device_train_batch_size",
                       "training.gradient_accumulation_steps")
+#: Job fields whose trial value decides how a preset is fitted (its scheduler and optimizer) or
+#: whether a config may run at all (offload, mixed precision), not only whether a key must be
+#: "auto". None of them is numeric, so only a choice can search them: every combination of the
+#: choices is fitted and checked before the sweep.
+TRIAL_FIELDS = ("training.deepspeed", "training.lr_scheduler_type", "training.optim", "resources.use_gpu",
+                "training.fp16", "training.bf16")
 
 
 #: How to get DeepSpeed, which is an optional extra of ftplat.
@@ -89,21 +97,21 @@ def load_deepspeed_json(path: str, *, field: str = "training.deepspeed") -> dict
     return data
 
 
-def build_preset_for_job(name: str, job) -> dict[str, Any]:
-    """A preset fitted to the job: its DeepSpeed scheduler (linear warmup and decay) and
-    optimizer (AdamW) give way to the Trainer's own when the job asks for another schedule
-    or optimizer, so every ``training.lr_scheduler_type`` and ``training.optim`` works.
+def build_fitted_preset(preset: dict[str, Any], job) -> dict[str, Any]:
+    """A preset (as shipped) fitted to the job: its DeepSpeed scheduler (linear warmup and
+    decay) and optimizer (AdamW) give way to the Trainer's own when the job asks for another
+    schedule or optimizer, so every ``training.lr_scheduler_type`` and ``training.optim`` works.
     Offload keeps DeepSpeed's optimizer: ZeRO-Offload steps on the CPU with DeepSpeedCPUAdam."""
-    config = load_preset(name)
-    if job.training.lr_scheduler_type != SCHEDULER_EQUIVALENTS[config["scheduler"]["type"]]:
-        del config["scheduler"]
-    if job.training.optim != "adamw_torch" and get_dotted(config, "zero_optimization.offload_optimizer") is None:
-        del config["optimizer"]
-    return config
+    dropped = set()
+    if "scheduler" in preset and job.training.lr_scheduler_type != SCHEDULER_EQUIVALENTS[preset["scheduler"]["type"]]:
+        dropped.add("scheduler")
+    if job.training.optim != "adamw_torch" and get_dotted(preset, "zero_optimization.offload_optimizer") is None:
+        dropped.add("optimizer")
+    return {key: value for key, value in preset.items() if key not in dropped}
 
 
 def load_deepspeed_spec(spec: str, job) -> dict[str, Any]:
-    return build_preset_for_job(spec, job) if is_preset(spec) else load_deepspeed_json(spec)
+    return build_fitted_preset(load_preset(spec), job) if is_preset(spec) else load_deepspeed_json(spec)
 
 
 def get_dotted(config: dict[str, Any], dotted: str) -> Any:
@@ -191,14 +199,26 @@ def _check_train_batch_size(config: dict[str, Any], job, searched: set[str]) -> 
     return []
 
 
-def _check_adam_constants(config: dict[str, Any]) -> list[str]:
-    """ftplat does not expose Adam betas/epsilon, so HF always passes its defaults."""
+def _check_adam_constants(config: dict[str, Any], job, searched: set[str]) -> list[str]:
+    """HF fills betas and eps from adam_beta1/adam_beta2/adam_epsilon, which only
+    ``training.hf_args`` sets (else HF's defaults), and raises in the worker on an explicit
+    value that differs."""
     problems = []
-    for key, hf_value, name in (("optimizer.params.betas", ADAM_BETAS, "adam_beta1/adam_beta2"),
-                                ("optimizer.params.eps", ADAM_EPSILON, "adam_epsilon")):
-        if _explicit(config, key) and not _same(get_dotted(config, key), hf_value):
-            problems.append(f'{key}={get_dotted(config, key)!r} differs from TrainingArguments {name}={hf_value!r} '
-                            f'(not configurable in ftplat); set {key} to "auto"')
+    for key, names in ADAM_FIELDS.items():
+        if not _explicit(config, key):
+            continue
+        value = get_dotted(config, key)
+        fields = [f"training.hf_args.{name}" for name in names]
+        varied = [field for field in fields if field in searched]
+        if varied:
+            problems.append(f"the search space varies {varied[0]} but the DeepSpeed config fixes {key}={value!r}; "
+                            f'set {key} to "auto" so each trial\'s value reaches DeepSpeed')
+            continue
+        hf_values = [job.training.hf_args.get(name, ADAM_DEFAULTS[name]) for name in names]
+        if not _same(value, hf_values if len(names) > 1 else hf_values[0]):
+            given = ", ".join(f"{field}={v!r}" for field, v in zip(fields, hf_values))
+            problems.append(f'{key}={value!r} differs from {given} (HF\'s default unless set in hf_args); set {key} '
+                            'to "auto" or make them equal')
     return problems
 
 
@@ -244,7 +264,7 @@ def build_conflicts(config: dict[str, Any], job, searched: set[str] = frozenset(
     """
     return (_check_auto_fields(config, job, searched)
             + _check_train_batch_size(config, job, searched)
-            + _check_adam_constants(config)
+            + _check_adam_constants(config, job, searched)
             + _check_optimizer_section(config, job)
             + _check_scheduler_type(config, job)
             + _check_zero_stage(config))
@@ -270,9 +290,11 @@ def build_hardware_conflicts(config: dict[str, Any], job) -> list[str]:
     return problems
 
 
-def build_deepspeed_config(job, searched: set[str] = frozenset()) -> dict[str, Any] | None:
+def build_deepspeed_config(job, searched: set[str] = frozenset(),
+                           drawn: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The DeepSpeed config of a job (``None`` without one), checked against the job and the
-    searched parameters. Raises one ``UserError`` listing every problem."""
+    searched parameters. Raises one ``UserError`` listing every problem; ``drawn`` (the
+    search-space values that made this job from the sweep's) is named in it."""
     spec = job.training.deepspeed
     if spec is None:
         return None
@@ -282,24 +304,45 @@ def build_deepspeed_config(job, searched: set[str] = frozenset()) -> dict[str, A
     problems = build_conflicts(config, job, set(searched)) + build_hardware_conflicts(config, job)
     if problems:
         where = f"preset {spec!r}" if is_preset(spec) else spec
+        if drawn:
+            where += ", in trials where the search space draws " + ", ".join(f"{k}={v!r}" for k, v in drawn.items())
         raise UserError(f"training.deepspeed ({where}): " + "; ".join(problems))
     return config
 
 
 def build_sweep_deepspeed_configs(job, parameters: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The checked DeepSpeed config of every spec a sweep's trials can use, by spec.
-
-    ``parameters`` is the search space's ``{dotted path: parameter}``; when it varies
-    ``training.deepspeed`` itself, each choice is checked. The driver reads the files once and
-    hands trials plain dicts, so a JSON path need not exist on the worker nodes.
+    """The DeepSpeed config of every spec a sweep's trials can use, by spec, each checked for
+    every combination of the searched TRIAL_FIELDS values (``parameters`` is the search space's
+    ``{dotted path: parameter}``). A preset is given as shipped and each trial fits it to its own
+    values (``build_trial_deepspeed_config``); the driver reads a JSON once and hands trials the
+    dict, so the file need not exist on the worker nodes.
     """
     searched = set(parameters)
-    specs = [job.training.deepspeed]
-    choice = parameters.get("training.deepspeed")
-    if choice is not None:
-        specs += list(getattr(choice, "values", []))
-    configs = {}
-    for spec in dict.fromkeys(s for s in specs if s is not None):
-        trial_job = job.model_copy(update={"training": job.training.model_copy(update={"deepspeed": spec})})
-        configs[spec] = build_deepspeed_config(trial_job, searched)
+    choices = {path: list(parameters[path].values) for path in TRIAL_FIELDS
+               if path in parameters and getattr(parameters[path], "values", None)}
+    configs: dict[str, dict[str, Any]] = {}
+    for combination in itertools.product(*choices.values()):
+        drawn = dict(zip(choices, combination))
+        trial_job = build_job_with(job, drawn)
+        spec = trial_job.training.deepspeed
+        config = build_deepspeed_config(trial_job, searched, drawn)
+        if spec is not None:
+            configs.setdefault(spec, load_preset(spec) if is_preset(spec) else config)
     return configs
+
+
+def build_trial_deepspeed_config(configs: dict[str, dict[str, Any]], job) -> dict[str, Any] | None:
+    """One trial's DeepSpeed config from the sweep's (``build_sweep_deepspeed_configs``): a
+    preset fitted to the trial's own schedule and optimizer, a JSON as the driver read it."""
+    spec = job.training.deepspeed
+    config = configs.get(spec)
+    return build_fitted_preset(config, job) if config is not None and is_preset(spec) else config
+
+
+def build_job_with(job, values: dict[str, Any]):
+    """``job`` with ``{section.field: value}`` applied (TRIAL_FIELDS are all two-part paths)."""
+    sections: dict[str, dict[str, Any]] = {}
+    for path, value in values.items():
+        section, name = path.split(".")
+        sections.setdefault(section, {})[name] = value
+    return job.model_copy(update={s: getattr(job, s).model_copy(update=u) for s, u in sections.items()})
