@@ -55,3 +55,23 @@ def run_server_process(argv: list[str], port: int, log_path: Path, *, start_time
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def run_moto_s3_in_threads(monkeypatch) -> Iterator[object]:
+    """A moto S3 server in this process (threads, a free port), with the AWS variables pyarrow
+    and boto3 read pointed at it; yields a boto3 S3 client. Skips when moto is missing."""
+    import pytest
+
+    server_mod = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
+            monkeypatch.setenv(key, value)
+        yield boto3.client("s3")
+    finally:
+        server.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from local_servers import run_moto_s3_in_threads
 from ray_runs import METRIC, write_checkpoint_files, write_ray_run
 
 from ftplat.checkpoints.gc import (
@@ -180,16 +181,7 @@ def test_unreadable_inputs_are_user_errors(sweep, tmp_path):
 def test_gc_through_an_s3_uri(sweep, monkeypatch):
     """The same plan through pyarrow's S3 filesystem (a moto server on localhost), snapshot
     rewrites included (pyarrow uploads need moto >= 5.2.2, getmoto/moto#10055)."""
-    server_mod = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
-            monkeypatch.setenv(key, value)
-        s3 = boto3.client("s3")
+    with run_moto_s3_in_threads(monkeypatch) as s3:
         s3.create_bucket(Bucket="bkt")
         for path in sweep.rglob("*"):
             if path.is_file():
@@ -209,8 +201,6 @@ def test_gc_through_an_s3_uri(sweep, monkeypatch):
         # the rewritten snapshots still load (Ray checks every checkpoint they name exists)
         assert Path(load_with_ray("s3://bkt/sweep/train-a").checkpoint.path).name == "checkpoint-50"
         assert Path(load_with_ray("s3://bkt/sweep/train-b").checkpoint.path).name == "checkpoint-30"
-    finally:
-        server.stop()
 
 
 def test_live_plan_deletes_in_running_trials_and_repair_lets_ray_restore(sweep):

@@ -9,7 +9,7 @@ import json
 
 import pyarrow.fs as pafs
 import pytest
-from local_servers import find_free_port
+from local_servers import find_free_port, run_moto_s3_in_threads
 from test_sweeps_status import RUNNING_SWEEP, write_sweep
 
 import ftplat.storage
@@ -106,17 +106,8 @@ def test_unreachable_storage_is_one_error_line_naming_the_argument(unreachable_s
 
 def test_an_unreadable_sweep_through_s3_is_listed_and_a_missing_bucket_refused(tmp_path, capsys, monkeypatch):
     """Through pyarrow's S3 filesystem (a moto server on localhost)."""
-    server_mod = pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    capsys.readouterr()  # the server's start line
-    try:
-        host, port = server.get_host_and_port()
-        for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
-            monkeypatch.setenv(key, value)
-        s3 = boto3.client("s3")
+    with run_moto_s3_in_threads(monkeypatch) as s3:
+        capsys.readouterr()  # the server's start line
         s3.create_bucket(Bucket="bkt")
         s3.put_object(Bucket="bkt", Key="root/cut/sweep_config.json", Body=b"{bad")
         code, out, err = run(capsys, "sweeps", "list", "s3://bkt/root", "--json")
@@ -126,5 +117,3 @@ def test_an_unreadable_sweep_through_s3_is_listed_and_a_missing_bucket_refused(t
         assert code == 2 and "cannot be read: sweep_config.json: JSONDecodeError" in err
         code, out, err = run(capsys, "sweeps", "list", "s3://no-such-bucket/root")
         assert code == 2 and out == "" and len(err.splitlines()) == 1 and err.startswith("error: STORAGE ")
-    finally:
-        server.stop()
