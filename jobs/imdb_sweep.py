@@ -2,7 +2,8 @@
 
     python jobs/imdb_sweep.py                                    # embedded IMDB recipe
     python jobs/imdb_sweep.py --config jobs/configs/imdb_cpu.yaml    # small-machine profile
-    ray job submit --working-dir . -- python jobs/imdb_sweep.py ...  # on a cluster
+    ray job submit --working-dir . --runtime-env cluster/local/runtime_env.yaml \
+        -- python jobs/imdb_sweep.py ...                             # on a cluster (cluster/README.md)
 
 Connects to the cluster in RAY_ADDRESS when set, else starts a local Ray. ``--help`` lists
 the options; key=value arguments override any config field.

@@ -91,6 +91,17 @@ is_our_ray_start() {
     [[ "$cmd" == *" start "* && "$cmd" == *"--temp-dir=$STATE_DIR/ray"* ]]
 }
 
+# Every process of a cluster started here inherits FTPLAT_CLUSTER_STATE_DIR=<its state dir>
+# (Ray's daemons, workers and the job drivers they start), which stop.sh looks for: a shell or
+# a `tail` of its logs mentions the state dir too, but never carries the variable.
+CLUSTER_TAG_VAR=FTPLAT_CLUSTER_STATE_DIR
+
+# True when process $1's environment carries this state dir's tag.
+has_cluster_tag() {
+    local environ="/proc/$1/environ"
+    [[ -r "$environ" ]] && tr '\0' '\n' <"$environ" 2>/dev/null | grep -qxF "$CLUSTER_TAG_VAR=$STATE_DIR"
+}
+
 # Pids (one per line) in process group $1.
 group_pids() {
     ps -eo pid=,pgid= | awk -v g="$1" '$2 == g { print $1 }'

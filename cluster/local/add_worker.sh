@@ -54,6 +54,7 @@ source "$STATE_DIR/cluster.env"
 is_our_ray_start "$HEAD_PID" || die "the head recorded in $STATE_DIR (pid $HEAD_PID) is not running"
 
 export RAY_AUTH_MODE=token
+export "$CLUSTER_TAG_VAR=$STATE_DIR"  # what stop.sh knows this cluster's processes by
 # As on the head: Ray code that looks the cluster up by itself must find this one.
 export RAY_ADDRESS="$GCS_ADDRESS"
 # Local nodes stop at once on SIGTERM (draining is for Ray Serve; it only delays stop.sh).

@@ -51,7 +51,8 @@ CLIENT_PORT=10001
 AGENT_PORT=52365
 RANDOM_PORTS=0
 NODE_IP=""
-NUM_CPUS="$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
+# nproc follows OMP_NUM_THREADS (1 in many ML shells), which would give the head one CPU.
+NUM_CPUS="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
 NUM_GPUS=""
 OBJECT_STORE_MEMORY=2000000000
 WORKER=0
@@ -109,6 +110,7 @@ if [[ "$DASHBOARD_HOST" != "127.0.0.1" && "$DASHBOARD_HOST" != "localhost" ]]; t
 fi
 
 export RAY_AUTH_MODE=token
+export "$CLUSTER_TAG_VAR=$STATE_DIR"  # what stop.sh knows this cluster's processes by
 # Local nodes stop at once on SIGTERM (draining is for Ray Serve; it only delays stop.sh).
 export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="${RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S:-0}"
 ensure_token

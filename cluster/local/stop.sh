@@ -111,7 +111,8 @@ stray_pids() {
         [[ "$pid" == "$$" || "$pid" == "$PPID" ]] && continue
         cwd="$(readlink "$proc/cwd" 2>/dev/null || true)"
         cmd="$(tr '\0' ' ' <"$proc/cmdline" 2>/dev/null || true)"
-        if [[ "$cwd" == "$STATE_DIR"/ray*/session_*/runtime_resources/* || "$cmd" == *"$STATE_DIR/ray"* ]]; then
+        if [[ "$cwd" == "$STATE_DIR"/ray*/session_*/runtime_resources/* || "$cmd" == *"$STATE_DIR/ray"* ]] &&
+            has_cluster_tag "$pid"; then
             echo "$pid"
         fi
     done

@@ -363,5 +363,33 @@ def test_stop_sh_without_a_cluster_is_a_no_op(tmp_path):
 def test_runtime_env_puts_the_uploaded_platform_on_pythonpath():
     env = yaml.safe_load(RUNTIME_ENV.read_text())
     assert env["env_vars"]["PYTHONPATH"] == "platform"
+    # Ray's upload honours .gitignore only; the GPU sessions' bundles are excluded locally
+    assert ".gpu/" in env["excludes"] and "**/.gpu" in load_one(LAUNCHER)["rsync_exclude"]
     assert (REPO / "platform" / "ftplat" / "__init__.py").is_file()
     assert not (REPO / "platform" / "__init__.py").exists()
+
+
+def test_stop_sh_kills_this_clusters_leftovers_but_not_a_tail_of_its_logs(tmp_path):
+    """A process is this cluster's when it carries the tag start.sh exports to the cluster; a
+    user's `tail -f` of the logs the README points at names the state dir too, and must live."""
+    import time
+
+    state = tmp_path / "state"
+    logs = state / "ray" / "session_latest" / "logs"
+    logs.mkdir(parents=True)
+    (state / "head.log").write_text("")
+    (logs / "raylet.out").write_text("")
+    tail = subprocess.Popen(["tail", "-f", str(logs / "raylet.out")])
+    leftover = subprocess.Popen(["bash", "-c", f'exec -a "raylet --temp-dir={state}/ray" sleep 300'],
+                                env={**os.environ, "FTPLAT_CLUSTER_STATE_DIR": str(state.resolve())})
+    try:
+        time.sleep(0.3)
+        result = subprocess.run([str(CLUSTER / "local" / "stop.sh"), "--state-dir", str(state)],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert leftover.wait(timeout=10) is not None  # killed
+        assert tail.poll() is None, "stop.sh killed a tail of the cluster's logs"
+    finally:
+        for proc in (tail, leftover):
+            if proc.poll() is None:
+                proc.kill()
