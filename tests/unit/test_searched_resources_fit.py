@@ -44,8 +44,14 @@ def test_a_searched_trial_the_cluster_cannot_place_is_refused_naming_the_paramet
         check_largest_trial_fits(job, SearchSpaceConfig.model_validate(SPACE), check)
 
 
-def test_the_dry_run_refuses_a_search_this_machine_cannot_run(tmp_path, tiny_model_dir, sentiment_data_dir, capsys):
+def test_the_dry_run_refuses_a_search_this_machine_cannot_run(tmp_path, tiny_model_dir, sentiment_data_dir, capsys,
+                                                              monkeypatch):
     from ftplat.cli.main import main as ftplat_main
+    from ftplat.tune import preflight
+
+    # The sweep would start its own local cluster (another test of this process may have
+    # initialised Ray, which makes the machine check wait for the cluster's).
+    monkeypatch.setattr(preflight, "read_private_cluster_planned", lambda: True)
 
     space = tmp_path / "space.yaml"
     space.write_text("num_samples: 2\nparameters:\n  resources.num_workers: {type: choice, values: [1, 64]}\n")
