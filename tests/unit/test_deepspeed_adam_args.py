@@ -12,7 +12,8 @@ import pytest
 from ftplat.config.loading import load_sweep_configs
 from ftplat.config.schema import JobConfig
 from ftplat.errors import ConfigError
-from ftplat.zero.config import build_conflicts, build_deepspeed_config
+from ftplat.zero.config import build_deepspeed_config
+from ftplat.zero.conflicts import build_conflicts
 
 
 def adam_json(tmp_path, **params) -> str:

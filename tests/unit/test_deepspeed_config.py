@@ -12,8 +12,9 @@ import pytest
 
 from ftplat.config.loading import ConfigError, load_sweep_configs
 from ftplat.config.schema import JobConfig
-from ftplat.zero.config import (AUTO_FIELDS, PRESETS, build_conflicts, build_deepspeed_config,
-                                build_sweep_deepspeed_configs, get_dotted, load_deepspeed_json, load_preset)
+from ftplat.zero.config import (PRESETS, build_deepspeed_config, build_sweep_deepspeed_configs, load_deepspeed_json,
+                                load_preset)
+from ftplat.zero.conflicts import AUTO_FIELDS, build_conflicts, get_dotted
 
 
 def build_job(**training) -> JobConfig:

@@ -22,7 +22,7 @@ LAYERS = [
                     "ftplat.ray_internals", "ftplat.adapters"]),
     # What varies by workload; the config schema validates a job against its task.
     ("tasks", ["ftplat.tasks"]),
-    ("config", ["ftplat.config", "ftplat.zero.config"]),
+    ("config", ["ftplat.config", "ftplat.zero.config", "ftplat.zero.conflicts"]),
     ("scoring", ["ftplat.scoring", "ftplat.records"]),
     ("data", ["ftplat.data"]),
     ("checkpoints", ["ftplat.checkpoints", "ftplat.zero.consolidate", "ftplat.zero"]),
