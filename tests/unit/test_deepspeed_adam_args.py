@@ -4,7 +4,6 @@ Face's defaults), as Hugging Face itself compares them inside the worker."""
 
 from __future__ import annotations
 
-import gc
 import json
 
 import pytest
@@ -54,18 +53,11 @@ def test_betas_or_eps_that_differ_from_the_hf_args_are_refused(tmp_path, params,
     ({"eps": 1e-8}, {"adam_epsilon": 1e-6}),
 ])
 def test_the_check_agrees_with_hugging_face(tmp_path, params, hf_args):
-    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
-
-    from ftplat.train.arguments import build_training_arguments
+    from test_deepspeed_config import read_hf_mismatch
 
     payload = {"optimizer": {"type": "AdamW", "params": params}}
     job = JobConfig.model_validate({"training": {"hf_args": hf_args}})
-    hf = HfTrainerDeepSpeedConfig(json.loads(json.dumps(payload)))
-    hf.trainer_config_process(build_training_arguments(job, output_dir=str(tmp_path)))
-    hf_flags = bool(hf.mismatches)
-    del hf
-    gc.collect()  # HF keeps a global weak reference; later tests must not see a DeepSpeed config
-    assert bool(build_conflicts(payload, job)) == hf_flags
+    assert bool(build_conflicts(payload, job)) == read_hf_mismatch(payload, job, tmp_path)
 
 
 def test_a_searched_beta_needs_auto_betas(tmp_path):

@@ -129,6 +129,20 @@ def test_relative_json_path_is_made_absolute(tmp_path, monkeypatch):
     assert job.training.deepspeed == str(tmp_path / "mine.json")
 
 
+def read_hf_mismatch(payload: dict, job: JobConfig, tmp_path) -> bool:
+    """Whether HF's own "auto" filling (inside the worker) flags ``payload`` against ``job``."""
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+
+    from ftplat.train.arguments import build_training_arguments
+
+    hf = HfTrainerDeepSpeedConfig(json.loads(json.dumps(payload)))
+    hf.trainer_config_process(build_training_arguments(job, output_dir=str(tmp_path)))
+    flagged = bool(hf.mismatches)
+    del hf
+    gc.collect()  # HF keeps a global weak reference; later tests must not see a DeepSpeed config
+    return flagged
+
+
 @pytest.mark.parametrize(
     "payload, training",
     [
@@ -142,17 +156,8 @@ def test_relative_json_path_is_made_absolute(tmp_path, monkeypatch):
 )
 def test_conflicts_agree_with_hugging_face(payload, training, tmp_path):
     """Whatever HF's own "auto" filling flags as a mismatch, ftplat flags before the sweep."""
-    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
-
-    from ftplat.train.arguments import build_training_arguments
-
     job = build_job(**training)
-    hf = HfTrainerDeepSpeedConfig(json.loads(json.dumps(payload)))
-    hf.trainer_config_process(build_training_arguments(job, output_dir=str(tmp_path)))
-    hf_flags = bool(hf.mismatches)
-    del hf
-    gc.collect()  # HF keeps a global weak reference; later tests must not see a DeepSpeed config
-    assert bool(build_conflicts(payload, job)) == hf_flags
+    assert bool(build_conflicts(payload, job)) == read_hf_mismatch(payload, job, tmp_path)
 
 
 def test_ds_estimate_prints_both_tables_for_a_local_model(tmp_path, capsys):
