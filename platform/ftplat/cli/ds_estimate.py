@@ -1,4 +1,4 @@
-"""``ftplat ds-estimate --model M --num-gpus N [--num-nodes K]``: ZeRO-2/3 memory needs."""
+"""``ftplat ds-estimate --model M --num-gpus N [--num-nodes K] [--task T]``: ZeRO-2/3 memory needs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import sys
 
 from ftplat.errors import EXIT_USAGE, UserError
+from ftplat.tasks import TASK_NAMES
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> int:
@@ -15,6 +16,8 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> 
                                 "ZeRO-2 and ZeRO-3, with and without offload. Activations, temporary buffers "
                                 "and the CUDA context come on top.")
     p.add_argument("--model", required=True, help="hub id or local model directory (only its config is read)")
+    p.add_argument("--task", default="text-classification", choices=TASK_NAMES,
+                   help="the job's task.type: its model class decides the head counted (default text-classification)")
     p.add_argument("--num-gpus", type=int, required=True, help="GPUs per node")
     p.add_argument("--num-nodes", type=int, default=1, help="nodes (default 1)")
     p.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model")
@@ -38,7 +41,7 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> 
             return EXIT_USAGE
     try:
         check_deepspeed_installed("ftplat ds-estimate")
-        model = build_meta_model(model_path, trust_remote_code=args.trust_remote_code)
+        model = build_meta_model(model_path, task_type=args.task, trust_remote_code=args.trust_remote_code)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

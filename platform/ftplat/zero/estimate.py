@@ -9,11 +9,15 @@ import io
 from ftplat.errors import UserError
 
 
-def build_meta_model(name_or_path: str, *, trust_remote_code: bool = False):
-    """The classification model ftplat would train, built on the meta device: only its
-    parameter shapes matter, so a 70B model costs no memory here."""
+def build_meta_model(name_or_path: str, *, task_type: str = "text-classification", trust_remote_code: bool = False):
+    """The model ftplat would train for ``task_type`` (the task's ``AutoModelFor...`` class,
+    so a causal LM's untied output layer counts), built on the meta device: only its parameter
+    shapes matter, so a 70B model costs no memory here."""
     import torch
-    from transformers import AutoConfig, AutoModelForSequenceClassification
+    import transformers
+    from transformers import AutoConfig
+
+    from ftplat.tasks import TASKS
 
     try:
         config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
@@ -21,7 +25,12 @@ def build_meta_model(name_or_path: str, *, trust_remote_code: bool = False):
         raise UserError(f"--model {name_or_path!r} could not be loaded ({str(exc).splitlines()[0]}); "
                          "give a local model directory or a reachable hub id") from None
     with torch.device("meta"):
-        return AutoModelForSequenceClassification.from_config(config, trust_remote_code=trust_remote_code)
+        auto = getattr(transformers, TASKS[task_type].auto_model)
+        try:
+            return auto.from_config(config, trust_remote_code=trust_remote_code)
+        except ValueError as exc:  # e.g. a T5 config has no sequence-classification class
+            raise UserError(f"--model {name_or_path!r} has no {TASKS[task_type].auto_model} model for --task "
+                            f"{task_type} ({str(exc).splitlines()[0]})") from None
 
 
 def build_parameter_counts(model) -> tuple[int, int]:
