@@ -23,9 +23,9 @@ import logging
 from ray.tune import Callback
 from ray.tune.experiment import Trial
 
-from ftplat.checkpoints.gc import DELETE, build_trial_checkpoints, read_trials_gc_plan, run_gc_plan
+from ftplat.checkpoints.gc import DELETE, STRIP_STATE, build_trial_checkpoints, read_trials_gc_plan, run_gc_plan
 from ftplat.checkpoints.retention import RetentionPolicy
-from ftplat.layout import build_train_run_uri, build_trial_history_uri
+from ftplat.layout import build_train_run_uri, build_trial_history_uri, parse_train_run_name
 from ftplat.ray_internals import read_trial_result_rows, sort_trials_by_creation
 from ftplat.records import CHECKPOINT_NAME_KEY, FINISHED_STATUSES, TrialRecord
 from ftplat.scoring import compute_history_stats, scope_score
@@ -57,6 +57,20 @@ def is_history_incomplete(rows: list[dict]) -> bool:
         return True
     counts = [int(r.get("num_evaluations") or 0) for r in rows]
     return int(rows[0].get("num_evaluations") or 1) > 1 or len({r.get("step") for r in rows}) < max(counts)
+
+
+def hold_strips_of(plan: list, trial_id: str) -> list:
+    """``plan`` without the optimizer-state strips of ``trial_id``'s checkpoints.
+
+    Tune calls ``on_trial_complete`` before it marks the trial TERMINATED and saves that
+    status at the end of the step. Until then a driver that dies leaves a state in which the
+    trial still runs, and ``--resume`` would restart it (one ASHA stopped, included) from a
+    checkpoint without its optimizer and scheduler: HF's Trainer would then train on with a
+    fresh Adam and the schedule back at its start, saying nothing. The next event's plan, or
+    the sweep's final gc, strips them once the status is saved.
+    """
+    return [a for a in plan if not (a.action == STRIP_STATE
+                                    and parse_train_run_name(a.path.rstrip("/").rsplit("/", 2)[-2]) == trial_id)]
 
 
 class LiveRetentionCallback(Callback):
@@ -161,6 +175,8 @@ class LiveRetentionCallback(Callback):
             plan = read_trials_gc_plan(self.sweep_path, checkpoints, self.policy, mode=self.objective["mode"],
                                        greater_is_better=self.greater_is_better, winner_trial_id=None,
                                        delete_running=True)
+            if finishing:
+                plan = hold_strips_of(plan, finishing[0])
             applied = run_gc_plan(plan, dry_run=False)
         except Exception as exc:  # noqa: BLE001
             # Storage hiccups must not kill the sweep: the policy runs again at the next
