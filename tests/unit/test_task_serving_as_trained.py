@@ -88,6 +88,34 @@ def test_ner_predict_tags_each_word_by_the_first_sub_token_training_labels(tmp_p
     assert 'aggregation_strategy="first"' in usage and "simple" not in usage
 
 
+def test_ner_predict_tags_a_text_longer_than_max_length_in_overlapping_windows(tmp_path):
+    """Training saw 16 tokens at a time; a 60-token text is tagged in windows of 16 that share
+    a quarter, and every entity in it is found once, at its own characters (the first window
+    alone held two of the ten)."""
+    model_dir = write_model_dir(tmp_path / "ner", {"type": "token-classification", "max_length": 16})
+    task = build_task_for_model_dir(model_dir)
+    pipe = task.build_pipeline(model_dir)
+    tokenizer = pipe.tokenizer
+
+    def forward(input_ids=None, **_):
+        logits = torch.full((*input_ids.shape, len(ID2LABEL)), -5.0)
+        for i, row in enumerate(input_ids.tolist()):
+            assert len(row) <= 16  # no window is longer than training's
+            for j, token in enumerate(tokenizer.convert_ids_to_tokens(row)):
+                logits[i, j, 1 if token == "wash" else 0] = 5.0
+        from transformers.modeling_outputs import TokenClassifierOutput
+
+        return TokenClassifierOutput(logits=logits)
+
+    pipe.model.forward = forward
+    text = " ".join(["john lives in washington"] * 10)
+    [prediction] = task.run_predict(pipe, [text])
+    found = [(e["entity"], e["word"], e["start"], e["end"]) for e in prediction["entities"]]
+    starts = [i for i in range(len(text)) if text.startswith("washington", i)]
+    assert found == [("LOC", "washington", s, s + len("washington")) for s in starts]
+    assert "stride=4" in "\n".join(task.build_usage_example())
+
+
 # --- token-classification: byte-level BPE words keep their leading space ---------------------
 def write_byte_level_tokenizer(root: Path, roberta: bool) -> str:
     """A byte-level BPE tokenizer trained here, without add_prefix_space (as roberta-base,
@@ -173,7 +201,13 @@ def test_predict_truncates_at_the_jobs_max_length_as_training_did(tmp_path, task
         trained = task.tokenize(pipe.tokenizer, Examples({"tokens": [words]}, tag_rows([0] * len(words))), data)
     else:
         trained = task.tokenize(pipe.tokenizer, Examples({"text": [" ".join(words)]}, np.zeros(1)), data)
-    assert run_counting_tokens(task, pipe, [" ".join(words)]) == [len(trained["input_ids"][0])] == [16]
+    seen = run_counting_tokens(task, pipe, [" ".join(words)])
+    if task_type == "token-classification":  # tagged in windows of training's length, all of it
+        windows = pipe.tokenizer(" ".join(words), truncation=True, max_length=16, stride=4,
+                                 return_overflowing_tokens=True)["input_ids"]
+        assert set(seen) == {len(trained["input_ids"][0])} == {16} and len(seen) == len(windows) > 1
+    else:
+        assert seen == [len(trained["input_ids"][0])] == [16]
     if task.accepts_text_pair:
         pair = Examples({"text": [" ".join(words)], "text_pair": [" ".join(words)]}, np.zeros(1))
         assert run_counting_tokens(task, pipe, [{"text": " ".join(words), "text_pair": " ".join(words)}]) == \

@@ -278,8 +278,15 @@ class TokenClassification(Task):
     # --- serving -------------------------------------------------------------------------
     def build_pipeline_kwargs(self) -> dict[str, Any]:
         """Whole words tagged by their first sub-token, the one training labels (the later ones
-        were never trained), and merged into entities (``B-PER I-PER`` -> one ``PER``)."""
-        return {"aggregation_strategy": "first"}
+        were never trained), and merged into entities (``B-PER I-PER`` -> one ``PER``).
+
+        A text longer than ``data.max_length`` is tagged in overlapping windows of that length
+        (HF's ``stride``; the pipeline merges the entities the windows share), so every word is
+        tagged in a context as long as training's, and none past the first window is dropped."""
+        kwargs: dict[str, Any] = {"aggregation_strategy": "first"}
+        if self.settings.max_length is not None:
+            kwargs["stride"] = build_window_overlap(self.settings.max_length)
+        return kwargs
 
     def build_predict_call_kwargs(self) -> dict[str, Any]:
         return {}
@@ -302,8 +309,16 @@ class TokenClassification(Task):
         return ", ".join(f"{e['entity']}:{e['word']}" for e in prediction["entities"]) or "-"
 
     def build_usage_example(self) -> list[str]:
+        stride = "" if self.settings.max_length is None else f", stride={build_window_overlap(self.settings.max_length)}"
         lines = ["from transformers import pipeline",
-                 f'ner = pipeline("{self.pipeline_task}", model="<this directory>", aggregation_strategy="first")']
+                 f'ner = pipeline("{self.pipeline_task}", model="<this directory>", aggregation_strategy="first"{stride})']
         if self.settings.max_length is not None:
             lines.append(f"ner.tokenizer.model_max_length = {self.settings.max_length}  # the length it trained on")
         return lines + ['ner(["John Smith lives in Paris"])  # [[{"entity_group": "PER", "word": "john smith", ...}]]']
+
+
+def build_window_overlap(max_length: int) -> int:
+    """Tokens two consecutive serving windows of ``max_length`` share: a quarter, so a word near
+    a window's edge is tagged again with context on both sides; always below the window less
+    its special tokens, as the pipeline requires."""
+    return max(0, min(max_length // 4, max_length - 4))
