@@ -51,6 +51,12 @@ STATE_DIR="$(cd "$STATE_DIR" && pwd -P)"
 [[ -f "$STATE_DIR/cluster.env" ]] || die "no cluster.env in $STATE_DIR: start a head with cluster/local/start.sh first"
 # shellcheck disable=SC1091
 source "$STATE_DIR/cluster.env"
+# The node must use the head's token: the same RAY_AUTH_TOKEN when the head was started with
+# one (its recorded TOKEN_PATH is then only the default, which may hold another token or none),
+# else the token file the head was started with.
+if [[ "${TOKEN_FROM_ENV:-0}" == 1 && -z "${RAY_AUTH_TOKEN:-}" ]]; then
+    die "the head was started with RAY_AUTH_TOKEN set; export the same RAY_AUTH_TOKEN and run add_worker.sh again"
+fi
 is_our_ray_start "$HEAD_PID" || die "the head recorded in $STATE_DIR (pid $HEAD_PID) is not running"
 
 export RAY_AUTH_MODE=token
@@ -59,7 +65,6 @@ export "$CLUSTER_TAG_VAR=$STATE_DIR"  # what stop.sh knows this cluster's proces
 export RAY_ADDRESS="$GCS_ADDRESS"
 # Local nodes stop at once on SIGTERM (draining is for Ray Serve; it only delays stop.sh).
 export RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="${RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S:-0}"
-# The node must use the head's token; reuse the path the head was started with.
 if [[ -z "${RAY_AUTH_TOKEN:-}" ]]; then
     export RAY_AUTH_TOKEN_PATH="$TOKEN_PATH"
 fi

@@ -182,7 +182,7 @@ fi
     echo "# Written by cluster/local/start.sh for add_worker.sh and you; stop.sh deletes it."
     printf '%s=%q\n' HEAD_PID "$LAUNCHED_PID" GCS_ADDRESS "$GCS_ADDRESS" \
         DASHBOARD_URL "$DASHBOARD_URL" TEMP_DIR "$TEMP_DIR" CLIENT_PORT "$CLIENT_PORT" \
-        TOKEN_PATH "$(default_token_path)"
+        TOKEN_PATH "$(default_token_path)" TOKEN_FROM_ENV "$([[ -n "${RAY_AUTH_TOKEN:-}" ]] && echo 1 || echo 0)"
 } >"$STATE_DIR/cluster.env"
 
 if ((WORKER)); then
@@ -194,6 +194,10 @@ AUTH_ENV="RAY_AUTH_MODE=token"
 if [[ -n "${RAY_AUTH_TOKEN_PATH:-}" ]]; then
     AUTH_ENV="$AUTH_ENV RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH"
 fi
+TOKEN_WHERE="$(default_token_path)"
+if [[ -n "${RAY_AUTH_TOKEN:-}" ]]; then
+    TOKEN_WHERE="the RAY_AUTH_TOKEN this script was started with; export it for clients and add_worker.sh"
+fi
 STOP_ARGS=""
 if [[ "$STATE_DIR" != "$FTPLAT_DEFAULT_STATE_DIR" ]]; then
     STOP_ARGS=" --state-dir $STATE_DIR"
@@ -202,7 +206,7 @@ fi
 cat <<EOF
 
 Ray cluster is up.
-  Dashboard + job API  $DASHBOARD_URL   (the UI asks once for the token: $(default_token_path))
+  Dashboard + job API  $DASHBOARD_URL   (the UI asks once for the token: $TOKEN_WHERE)
   GCS address          $GCS_ADDRESS     (RAY_ADDRESS for drivers on this box; ray start --address for nodes)
   Logs                 $TEMP_DIR/session_latest/logs
   State                $STATE_DIR

@@ -106,6 +106,7 @@ def local_cluster():
         assert added.returncode == 0, f"add_worker.sh failed:\n{added.stdout}\n{added.stderr}"
         info = read_cluster_env(state_dir / "cluster.env")
         head_pid = int(info["HEAD_PID"])
+        assert (info["TOKEN_PATH"], info["TOKEN_FROM_ENV"]) == (str(token_path), "0")
         yield LocalCluster(state_dir=state_dir, env=env, dashboard_url=info["DASHBOARD_URL"],
                            gcs_address=info["GCS_ADDRESS"], token=token, head_pid=head_pid)
     finally:

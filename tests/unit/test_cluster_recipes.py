@@ -360,6 +360,21 @@ def test_stop_sh_without_a_cluster_is_a_no_op(tmp_path):
     assert result.returncode == 0 and "nothing to stop" in result.stdout
 
 
+def test_add_worker_needs_the_token_a_head_was_started_with_from_the_environment(tmp_path):
+    """A head started with RAY_AUTH_TOKEN records only the default token path, which may hold
+    another token or none: the node would fail to join with Ray's authentication error."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "cluster.env").write_text(f"HEAD_PID={os.getpid()}\nGCS_ADDRESS=127.0.0.1:1\n"
+                                       f"TOKEN_PATH={tmp_path / 'none'}\nTOKEN_FROM_ENV=1\n")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"}
+    result = subprocess.run([str(CLUSTER / "local" / "add_worker.sh"), "--state-dir", str(state)],
+                            capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip() == ("error: the head was started with RAY_AUTH_TOKEN set; export the same "
+                                     "RAY_AUTH_TOKEN and run add_worker.sh again")
+
+
 def test_runtime_env_puts_the_uploaded_platform_on_pythonpath():
     env = yaml.safe_load(RUNTIME_ENV.read_text())
     assert env["env_vars"]["PYTHONPATH"] == "platform"
