@@ -163,6 +163,30 @@ def test_byte_level_words_are_encoded_in_training_as_predict_encodes_raw_text(tm
     assert encoded["offset_mapping"][encoded["input_ids"].index(served.convert_tokens_to_ids("ĠSmith"))] == (5, 10)
 
 
+def test_a_sentencepiece_word_gets_its_leading_mark_alone_as_in_raw_text(tmp_path):
+    """Llama's Metaspace pre-tokenizer (prepend_scheme "first") marks every word encoded alone
+    with the "▁" it has in running text: nothing to set, and training and serving agree."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    # Trained split at whitespace (no piece spans two words, as in SentencePiece vocabularies),
+    # then used as Llama's tokenizer.json is.
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    tok.train_from_iterator(["John Smith lives in Paris", "Mary met John Smith in Washington"] * 10,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"]))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="</s>")
+    task = build_task({"type": "token-classification", "id2label": ID2LABEL})
+    before = tokenizer.backend_tokenizer.to_str()
+    assert task.prepare_tokenizer(tokenizer) is tokenizer and tokenizer.backend_tokenizer.to_str() == before
+    words = ["Mary", "met", "John", "Smith"]
+    data = SimpleNamespace(max_length=32, pad_to_max_length=False)
+    trained = task.tokenize(tokenizer, Examples({"tokens": [words]}, tag_rows([1, 0, 1, 2])), data)["input_ids"][0]
+    assert trained == tokenizer(" ".join(words))["input_ids"]
+    assert [t for t in tokenizer.convert_ids_to_tokens(trained) if "Smith" in t] == ["▁Smith"]
+
+
 def test_a_wordpiece_tokenizer_is_left_as_it_is(tmp_path):
     from transformers import AutoTokenizer
 

@@ -16,7 +16,6 @@ builds labels or the model, or from :meth:`TokenClassification.bind_model`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -24,27 +23,12 @@ import numpy as np
 from ftplat.errors import UserError
 from ftplat.tasks.base import IGNORED_LABEL, Task, column_list, is_missing_value
 from ftplat.tasks.text_classification import build_class_ids
+from ftplat.tasks.word_tokens import build_window_overlap, run_add_prefix_space
 
 #: Tag prefixes seqeval's default mode reads (IOB1/IOB2/IOBES); ``O`` is outside any entity.
 TAG_PREFIXES = ("B", "I", "E", "S")
 OUTSIDE_TAG = "O"
 ID2LABEL_EXAMPLE = "{0: O, 1: B-PER, 2: I-PER, 3: B-LOC, 4: I-LOC}"
-#: The ``tokenizers`` components of a byte-level BPE tokenizer that hold ``add_prefix_space``.
-BYTE_LEVEL_TYPES = ("ByteLevel", "RobertaProcessing")
-
-
-def find_byte_level_parts(component: Any) -> list[Any]:
-    """The byte-level parts, alone or in a ``Sequence``, of a ``tokenizers`` pre-tokenizer or
-    post-processor (a tokenizer may have none)."""
-    if component is None:
-        return []
-    state = json.loads(component.__getstate__())
-    if state.get("type") != "Sequence":
-        return [component] if state.get("type") in BYTE_LEVEL_TYPES else []
-    parts = state.get("pretokenizers") or state.get("processors") or []
-    return [component[i] for i, part in enumerate(parts) if part.get("type") in BYTE_LEVEL_TYPES]
-
-
 def _is_sequence(value: Any) -> bool:
     return isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim == 1)
 
@@ -222,17 +206,7 @@ class TokenClassification(Task):
         (``is_split_into_words``) and would get 'Sm','ith' where serving raw text gets 'ĠSmith'.
         With ``add_prefix_space`` (as run_ner.py loads them) both get 'ĠSmith'; it is set on the
         tokenizer in place, and saved with it in every checkpoint and export."""
-        backend = getattr(tokenizer, "backend_tokenizer", None)  # a slow tokenizer is refused by tokenize
-        words = find_byte_level_parts(backend.pre_tokenizer) if backend is not None else []
-        if not words or all(part.add_prefix_space for part in words):
-            return tokenizer
-        # The post-processor's setting keeps the offsets (entity start/end) off that space.
-        for part in words + find_byte_level_parts(backend.post_processor):
-            part.add_prefix_space = True
-        # tokenizer_config.json's: classes that build their pre-tokenizer from it (RoBERTa) load so.
-        tokenizer.add_prefix_space = True
-        tokenizer.init_kwargs["add_prefix_space"] = True
-        return tokenizer
+        return run_add_prefix_space(tokenizer)
 
     def build_collator(self, tokenizer: Any) -> Any:
         from transformers import DataCollatorForTokenClassification
@@ -316,9 +290,3 @@ class TokenClassification(Task):
             lines.append(f"ner.tokenizer.model_max_length = {self.settings.max_length}  # the length it trained on")
         return lines + ['ner(["John Smith lives in Paris"])  # [[{"entity_group": "PER", "word": "john smith", ...}]]']
 
-
-def build_window_overlap(max_length: int) -> int:
-    """Tokens two consecutive serving windows of ``max_length`` share: a quarter, so a word near
-    a window's edge is tagged again with context on both sides; always below the window less
-    its special tokens, as the pipeline requires."""
-    return max(0, min(max_length // 4, max_length - 4))

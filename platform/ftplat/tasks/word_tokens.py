@@ -1,0 +1,51 @@
+"""How token-classification's tokenizer sees words: as in running text, in training and serving.
+
+Training encodes each word alone (``is_split_into_words``); serving encodes raw text, and a long
+text in windows. These keep both the same: a byte-level BPE word with its leading space, and
+windows no longer than training's sequences.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: The ``tokenizers`` components of a byte-level BPE tokenizer that hold ``add_prefix_space``.
+BYTE_LEVEL_TYPES = ("ByteLevel", "RobertaProcessing")
+
+
+def find_byte_level_parts(component: Any) -> list[Any]:
+    """The byte-level parts, alone or in a ``Sequence``, of a ``tokenizers`` pre-tokenizer or
+    post-processor (a tokenizer may have none)."""
+    if component is None:
+        return []
+    state = json.loads(component.__getstate__())
+    if state.get("type") != "Sequence":
+        return [component] if state.get("type") in BYTE_LEVEL_TYPES else []
+    parts = state.get("pretokenizers") or state.get("processors") or []
+    return [component[i] for i, part in enumerate(parts) if part.get("type") in BYTE_LEVEL_TYPES]
+
+
+def run_add_prefix_space(tokenizer: Any) -> Any:
+    """Set ``add_prefix_space`` on a byte-level BPE tokenizer (RoBERTa, Longformer, GPT-2, BLOOM,
+    DeBERTa) in place, as run_ner.py loads them; any other tokenizer is returned as it is.
+    SentencePiece ``Metaspace`` tokenizers (Llama, XLM-R, T5) need nothing: they give a word
+    encoded alone the same leading ``▁`` it has in running text."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)  # a slow tokenizer is refused by tokenize
+    words = find_byte_level_parts(backend.pre_tokenizer) if backend is not None else []
+    if not words or all(part.add_prefix_space for part in words):
+        return tokenizer
+    # The post-processor's setting keeps the offsets (entity start/end) off that space.
+    for part in words + find_byte_level_parts(backend.post_processor):
+        part.add_prefix_space = True
+    # tokenizer_config.json's: classes that build their pre-tokenizer from it (RoBERTa) load so.
+    tokenizer.add_prefix_space = True
+    tokenizer.init_kwargs["add_prefix_space"] = True
+    return tokenizer
+
+
+def build_window_overlap(max_length: int) -> int:
+    """Tokens two consecutive serving windows of ``max_length`` share: a quarter, so a word near
+    a window's edge is tagged again with context on both sides; always below the window less
+    its special tokens, as the pipeline requires."""
+    return max(0, min(max_length // 4, max_length - 4))
