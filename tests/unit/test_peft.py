@@ -13,9 +13,10 @@ import torch
 from ftplat.adapters import build_target_modules, count_parameters, is_adapter_dir
 from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.checkpoints.sizes import build_checkpoint_bytes
-from ftplat.config.loading import load_sweep_configs
+from ftplat.config.loading import build_sweep_configs, load_sweep_configs
 from ftplat.config.peft_config import PeftConfig
 from ftplat.config.schema import JobConfig
+from ftplat.config.yaml_input import set_dotted
 from ftplat.errors import ConfigError, UserError
 from ftplat.tasks import build_task
 from ftplat.train.modeling import build_model
@@ -32,11 +33,35 @@ def peft_job(model_dir: Path, data_dir: Path | None = None, **peft) -> dict:
 def test_defaults_and_method_fields():
     cfg = PeftConfig()
     assert (cfg.method, cfg.r, cfg.lora_alpha, cfg.target_modules, cfg.modules_to_save) == ("lora", 8, 16, None, None)
-    with pytest.raises(ValueError, match="r applies to method lora and dora, not ia3"):
-        PeftConfig(method="ia3", r=4)
     with pytest.raises(ValueError, match="target_modules is empty"):
         PeftConfig(target_modules=[])
     assert PeftConfig(target_modules="all-linear").target_modules == "all-linear"
+
+
+def test_ia3_jobs_validate_again_from_their_dumps_and_refuse_lora_fields_the_user_wrote(tiny_model_dir):
+    """An IA3 job's dump (a trial's config, sweep_config.json) validates again: it holds no
+    LoRA field, where every IA3 sweep used to be refused for LoRA defaults nobody wrote."""
+    job, _ = build_sweep_configs({"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "ia3"}}}, {})
+    dumped = job.model_dump(mode="json")
+    assert dumped["model"]["peft"] == {"method": "ia3", "target_modules": None, "modules_to_save": None}
+    assert JobConfig.model_validate(dumped).model.peft.method == "ia3"
+    assert build_sweep_configs(dumped, {})[0] == job  # a recorded sweep_config.json reproduces
+    with pytest.raises(ConfigError, match=r"^job config: model.peft.r applies to model.peft.method lora and dora, "
+                                          r"not ia3; remove it$"):
+        build_sweep_configs({"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "ia3", "r": 4}}}, {})
+    with pytest.raises(ConfigError, match=r"search.parameters.model.peft.lora_alpha applies to"):
+        build_sweep_configs({"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "ia3"}}},
+                            {"parameters": {"model.peft.lora_alpha": {"type": "choice", "values": [8, 16]}}})
+
+
+def test_a_searched_method_keeps_the_lora_fields_for_its_lora_trials(tiny_model_dir):
+    job, space = build_sweep_configs(
+        {"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "lora", "r": 16}}},
+        {"parameters": {"model.peft.method": {"type": "choice", "values": ["lora", "ia3"]},
+                        "model.peft.r": {"type": "choice", "values": [4, 16]}}})
+    assert set(space.parameters) == {"model.peft.method", "model.peft.r"}
+    ia3_trial = JobConfig.model_validate(set_dotted(job.model_dump(), {"model.peft.method": "ia3", "model.peft.r": 4}))
+    assert ia3_trial.model.peft.method == "ia3"
 
 
 def test_peft_and_trainable_patterns_refused_together():

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ftplat.config.peft_config import check_peft_method_fields
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import (SearchSpaceConfig, build_default_parameter_data,
                                          check_against_job)
@@ -161,6 +162,10 @@ def build_sweep_configs(job_data: dict[str, Any], space_data: dict[str, Any], ov
     space_data = apply_overrides(space_data, space_overrides, source="search-space override",
                                  dotted_sections=("parameters",))
     space = validate(SearchSpaceConfig, build_objective_defaults(space_data, job), source=space_source)
+    try:
+        check_peft_method_fields(job.model.peft, set(space.parameters))
+    except ValueError as exc:
+        raise ConfigError(f"{job_source}: {exc}") from None
     try:
         check_against_job(space, job)
     except ValueError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from ftplat.config.base import StrictModel
 
@@ -33,13 +33,38 @@ class PeftConfig(StrictModel):
     """Modules trained whole and saved beside the adapter. Default: the task's head
     (``classifier``/``score``; peft's choice for the head classes it knows)."""
 
+    @model_serializer(mode="wrap")
+    def _applying_fields(self, handler):
+        """A dump (a trial's config, sweep_config.json, MLflow's params) holds only the fields
+        that apply: IA3 has no rank, scaling or adapter dropout."""
+        data = handler(self)
+        if self.method == "ia3":
+            for name in LORA_ONLY_FIELDS:
+                data.pop(name, None)
+        return data
+
     @model_validator(mode="after")
     def _method_fields(self):
-        if self.method == "ia3":
-            given = sorted(set(LORA_ONLY_FIELDS) & self.model_fields_set)
-            if given:
-                raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to method lora and dora, "
-                                 "not ia3; remove them")
         if isinstance(self.target_modules, list) and not self.target_modules:
             raise ValueError("target_modules is empty; name modules, use all-linear, or leave it out for the default")
         return self
+
+
+def check_peft_method_fields(peft: PeftConfig | None, searched: set[str]) -> None:
+    """Refuse LoRA-only fields that the user wrote, or searches, for a job whose method is
+    ia3 and not searched. Checked on the user's config, not on each trial's: a trial of a
+    searched method (lora or ia3) carries the job's LoRA fields, which its IA3 ignores.
+
+    Args:
+        peft: the job's ``model.peft`` as validated from the user's YAML and overrides (its
+            ``model_fields_set`` are the fields written).
+        searched: the dotted paths the search space varies.
+    """
+    if peft is None or peft.method != "ia3" or "model.peft.method" in searched:
+        return
+    given = [f"model.peft.{name}" for name in LORA_ONLY_FIELDS if name in peft.model_fields_set]
+    given += [f"search.parameters.model.peft.{name}" for name in LORA_ONLY_FIELDS if f"model.peft.{name}" in searched]
+    if given:
+        raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to model.peft.method lora and "
+                         "dora, not ia3; remove "
+                         f"{'it' if len(given) == 1 else 'them'}")
