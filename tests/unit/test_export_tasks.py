@@ -21,18 +21,18 @@ TOPICS = {0: "music", 1: "film", 2: "travel"}
 
 def write_tiny_checkpoint(root: Path, kind: str) -> Path:
     """A 1-layer BERT of ``kind`` saved like a trial's checkpoint (with trainer files export skips)."""
-    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+    from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification, BertTokenizerFast
 
     root.mkdir(parents=True)
     (root / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
     BertTokenizerFast(str(root / "vocab.txt")).save_pretrained(root)
-    head = {"regression": dict(num_labels=1, problem_type="regression"),
+    head = {"masked-lm": {}, "regression": dict(num_labels=1, problem_type="regression"),
             "multi-label-classification": dict(num_labels=3, id2label=TOPICS, problem_type="multi_label_classification",
                                                label2id={v: k for k, v in TOPICS.items()})}[kind]
     torch.manual_seed(0)
     config = BertConfig(vocab_size=5 + len(WORDS), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=37, max_position_embeddings=64, initializer_range=0.5, **head)
-    BertForSequenceClassification(config).save_pretrained(root)
+    (BertForMaskedLM if kind == "masked-lm" else BertForSequenceClassification)(config).save_pretrained(root)
     (root / "optimizer.pt").write_bytes(b"optimizer state")
     (root / "trainer_state.json").write_text("{}")
     return root
@@ -241,3 +241,27 @@ def test_export_predict_and_gc_expand_a_quoted_home(tmp_path, monkeypatch, capsy
     assert set(json.loads(capsys.readouterr().out.splitlines()[-1])) == {"text", "value"}
     assert ftplat_main(["checkpoints", "gc", "~/sweep", "--dry-run"]) == 0
     assert "sweep" in capsys.readouterr().out
+
+
+def test_a_masked_lm_winner_is_registered_with_an_example_holding_its_mask_token(tmp_path):
+    """The registered model's example and signature come from predicting on the task's own
+    example texts: a masked-lm model refuses a text without its mask token, so a fixed
+    sentiment example made every masked-lm sweep with MLflow on end in exit 1, unregistered."""
+    import mlflow
+
+    from ftplat.config.schema import TrackingConfig
+    from ftplat.tracking.report import run_finish_sweep, scoped_tracking_uri
+    from ftplat.tracking.runs import build_client, run_start_parent
+
+    sweep = write_sweep(tmp_path, "masked-lm", sweep_config=build_sweep_config({"type": "masked-lm"}),
+                        metric="eval_loss", mode="min", task="masked-lm")
+    cfg = TrackingConfig(tracking_uri=f"sqlite:///{tmp_path}/mlflow.db", experiment_name="mlm")
+    tracking = run_start_parent(cfg, sweep_name="mlm", sweep_path=str(sweep), params={"a": 1}, config_json={},
+                                dashboard_url=None)
+    summary = SweepSummary.from_dict(json.loads((sweep / "summary.json").read_text()))
+    assert run_finish_sweep(tracking, summary, registered_model_name="domain-mlm") is None
+    assert build_client(tracking["tracking_uri"]).get_model_version("domain-mlm", "1").tags["ftplat.task"] == "masked-lm"
+    with scoped_tracking_uri(tracking["tracking_uri"]):
+        model = mlflow.pyfunc.load_model("models:/domain-mlm/1")
+    [row] = model.predict(["the movie was [MASK]"])
+    assert set(row) == {"predictions"} and row["predictions"]

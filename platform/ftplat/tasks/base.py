@@ -289,6 +289,11 @@ class Task:
             pipe.tokenizer.model_max_length = self.settings.max_length
         return pipe
 
+    def build_example_texts(self, tokenizer: Any) -> list[str]:
+        """Two inputs this task's model predicts on: the example a registered MLflow model is
+        logged with, and its output signature is inferred from."""
+        return ["i love this movie", "a dull and tedious film"]
+
     def run_predict(self, pipe: Any, inputs: list[Any], *, batch_size: int = 32) -> list[dict[str, Any]]:
         """Predictions for ``inputs`` (texts, or ``{"text", "text_pair"}`` dicts), JSON-ready."""
         results = pipe(inputs, batch_size=batch_size, **self.build_predict_call_kwargs())

@@ -94,6 +94,9 @@ class MaskedLM(LanguageModelTask):
     def format_prediction_line(self, prediction: dict[str, Any]) -> str:
         return ", ".join(f"{p['token']}:{p['score']:.4f}" for p in prediction["predictions"])
 
+    def build_example_texts(self, tokenizer: Any) -> list[str]:
+        return [f"i love this {tokenizer.mask_token}", f"a dull and tedious {tokenizer.mask_token}"]
+
     def build_usage_example(self) -> list[str]:
         return ["from transformers import pipeline",
                 f'fill = pipeline("{self.pipeline_task}", model="<this directory>")',

@@ -23,8 +23,6 @@ DEFAULT_BATCH_SIZE = 32
 GENERATION_PARAMS = ("max_new_tokens", "temperature")
 #: What serving the model imports, pinned to the versions it was trained and checked with.
 SERVING_PACKAGES = ("mlflow", "torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy")
-#: The example logged with the model and predicted once to infer its output schema.
-EXAMPLE_TEXTS = ["i love this movie", "a dull and tedious film"]
 
 
 def build_pip_requirements(*, uses_peft: bool, read_version=version) -> list[str]:
@@ -52,16 +50,18 @@ def build_model_code_path() -> str:
     return os.path.join(build_package_dir(), "tracking", "pyfunc_code.py")
 
 
-def build_input_example(text_pair: bool):
-    """Texts, or for a sentence-pair task a DataFrame with ``text`` and ``text_pair`` columns.
+def build_input_example(task: Any, tokenizer: Any, text_pair: bool):
+    """The task's example texts, or for a sentence-pair job a DataFrame with ``text`` and
+    ``text_pair`` columns.
 
     A list infers an unnamed string column, so ``predict(["a text"])`` passes the signature; a
     named ``text`` column would make MLflow refuse every plain list of texts."""
     import pandas as pd
 
+    texts = task.build_example_texts(tokenizer)
     if not text_pair:
-        return list(EXAMPLE_TEXTS)
-    return pd.DataFrame({"text": list(EXAMPLE_TEXTS), "text_pair": ["it is a film about a dog", "the film was long"]})
+        return texts
+    return pd.DataFrame({"text": texts, "text_pair": ["it is a film about a dog", "the film was long"][:len(texts)]})
 
 
 def build_params_example(task: Any) -> dict[str, Any]:
@@ -74,21 +74,23 @@ def build_params_example(task: Any) -> dict[str, Any]:
     return params
 
 
-def run_infer_signature(model_dir: str, example: Any):
-    """The model's signature from what it really predicts on ``example`` (loaded here, on CPU)."""
+def run_infer_signature(model_dir: str, *, text_pair: bool) -> tuple[Any, Any]:
+    """The model's input example (``build_input_example``) and its signature, from what the
+    model really predicts on it (loaded here, on CPU)."""
     from mlflow.models import infer_signature
     from mlflow.pyfunc import PythonModelContext
 
     model = TaskPipelineModel()
     model.load_context(PythonModelContext(artifacts={"hf_model": model_dir}, model_config=None), device="cpu")
+    example = build_input_example(model.task, model.pipe.tokenizer, text_pair)
     params = build_params_example(model.task)
     output = model.predict(None, example, params)
     try:
-        return infer_signature(example, output, params)
+        return example, infer_signature(example, output, params)
     except Exception as exc:  # an output MLflow cannot type (say, no entity found in any example)
         logger.warning("Registering the model with its inputs' signature only: its output %r has no MLflow "
                        "type (%s)", output, exc)
-        return infer_signature(example, None, params)
+        return example, infer_signature(example, None, params)
 
 
 def build_generation_params(task: Any, params: dict[str, Any] | None) -> dict[str, Any]:

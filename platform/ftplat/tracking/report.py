@@ -113,8 +113,8 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     its folder gets ``ftplat_task.json`` (the job's task) so the model serves that task."""
     import mlflow
 
-    from ftplat.tracking.pyfunc_model import (build_input_example, build_model_code_path, build_package_dir,
-                                              build_pip_requirements, run_infer_signature)
+    from ftplat.tracking.pyfunc_model import (build_model_code_path, build_package_dir, build_pip_requirements,
+                                              run_infer_signature)
 
     winner = summary.winner
     if not winner or not winner.best_checkpoint:
@@ -130,8 +130,8 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
         run_write_model_dir(winner.best_checkpoint.path, tmp, (sweep_config or {}).get("job"))
         run_write_task_file(tmp, task_settings)
         job = (sweep_config or {}).get("job") or {}
-        example = build_input_example(bool((job.get("data") or {}).get("text_pair_column")))
-        signature = run_infer_signature(tmp, example)
+        text_pair = bool((job.get("data") or {}).get("text_pair_column"))
+        example, signature = run_infer_signature(tmp, text_pair=text_pair)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):
             info = mlflow.pyfunc.log_model(
                 name="model",
