@@ -186,7 +186,8 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
         requirements = Path(mlflow.pyfunc.get_model_dependencies("models:/legible/1")).read_text().split()
     signature = info.signature
     assert signature is not None
-    assert signature.inputs.input_types() == [mlflow.types.DataType.string]
+    # No input schema: MLflow would enforce it before predict reads the input (below).
+    assert signature.inputs is None
     assert {"label", "score"} <= set(signature.outputs.input_names())
     assert signature.params.to_dict()[0]["name"] == "batch_size"
     assert f"transformers=={version('transformers')}" in requirements
@@ -195,6 +196,14 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     assert info.saved_input_example_info is not None
     rows = model.predict(["i love this movie", "i hate this movie"])
     assert len(rows) == 2 and all(set(r) == {"label", "score"} for r in rows)
+    # A table's text column is read wherever it stands (an unnamed string schema made MLflow
+    # keep the first column: the title was classified), and a dict of columns is columns.
+    import pandas as pd
+
+    assert rows[0] != rows[1], "the check below needs the two texts told apart"
+    assert model.predict(pd.DataFrame({"title": ["i hate this movie"] * 2, "text": ["i love this movie"] * 2,
+                                       "id": [1, 2]})) == [rows[0]] * 2
+    assert model.predict({"text": ["i love this movie", "i hate this movie"]}) == rows
 
     # ftplat travels in the model: a fresh process loads the model's copy of the package
     # (MLflow puts the model's code first on sys.path), not the one installed here.
@@ -229,3 +238,14 @@ def test_a_trial_run_ends_finished_when_it_trained_to_its_own_end_whatever_its_l
     assert build_trial_status(record("TERMINATED", {"global_step": 10})) == "FINISHED"
     assert build_trial_status(record("TERMINATED", None)) == "KILLED"
     assert build_trial_status(record("ERROR", None)) == "FAILED"
+
+
+def test_pyfunc_inputs_read_columns_as_mlflows_rest_server_passes_them():
+    """``{"inputs": {"text": [...]}}`` reaches predict as a dict of numpy arrays."""
+    import numpy as np
+
+    from ftplat.tracking.pyfunc_model import build_pyfunc_inputs
+
+    assert build_pyfunc_inputs({"text": np.array(["a", "b"])}) == ["a", "b"]
+    assert build_pyfunc_inputs({"text": np.array(["a"]), "text_pair": np.array(["b"])}) == [{"text": "a",
+                                                                                             "text_pair": "b"}]

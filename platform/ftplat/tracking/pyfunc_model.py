@@ -75,9 +75,16 @@ def build_params_example(task: Any) -> dict[str, Any]:
 
 
 def run_infer_signature(model_dir: str, *, text_pair: bool) -> tuple[Any, Any]:
-    """The model's input example (``build_input_example``) and its signature, from what the
-    model really predicts on it (loaded here, on CPU)."""
-    from mlflow.models import infer_signature
+    """The model's input example (``build_input_example``) and its signature: the output
+    schema from what the model really predicts on the example (loaded here, on CPU), and its
+    ``params``; no input schema.
+
+    MLflow enforces an input schema before ``predict`` sees the input, and no schema holds what
+    ``predict`` takes (texts, pair dicts, a dict of columns, a DataFrame whose ``text`` column
+    need not come first): one unnamed string column made MLflow keep a DataFrame's first column
+    (a ``title`` was classified in place of the ``text``) and turn a dict of columns into one
+    row of lists. ``build_pyfunc_inputs`` reads and checks the input itself."""
+    from mlflow.models import ModelSignature, infer_signature
     from mlflow.pyfunc import PythonModelContext
 
     model = TaskPipelineModel()
@@ -86,11 +93,12 @@ def run_infer_signature(model_dir: str, *, text_pair: bool) -> tuple[Any, Any]:
     params = build_params_example(model.task)
     output = model.predict(None, example, params)
     try:
-        return example, infer_signature(example, output, params)
+        inferred = infer_signature(example, output, params)
     except Exception as exc:  # an output MLflow cannot type (say, no entity found in any example)
-        logger.warning("Registering the model with its inputs' signature only: its output %r has no MLflow "
-                       "type (%s)", output, exc)
-        return example, infer_signature(example, None, params)
+        logger.warning("Registering the model without an output signature: its output %r has no MLflow type (%s)",
+                       output, exc)
+        inferred = infer_signature(example, None, params)
+    return example, ModelSignature(inputs=None, outputs=inferred.outputs, params=inferred.params)
 
 
 def build_generation_params(task: Any, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -136,9 +144,9 @@ def build_pyfunc_inputs(model_input: Any) -> list[str | dict[str, str]]:
     elif isinstance(model_input, dict):
         if isinstance(model_input.get("text"), str):
             rows = [model_input]
-        else:  # columns: {"text": [...], "text_pair": [...]}
-            texts = list(model_input.get("text") or [])
-            pairs = list(model_input.get("text_pair") or [None] * len(texts))
+        else:  # columns: {"text": [...], "text_pair": [...]} (numpy arrays from MLflow's REST server)
+            texts = [] if model_input.get("text") is None else list(model_input["text"])
+            pairs = [None] * len(texts) if model_input.get("text_pair") is None else list(model_input["text_pair"])
             if len(pairs) != len(texts):
                 raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs")
             rows = [{"text": t, "text_pair": p} for t, p in zip(texts, pairs)]
