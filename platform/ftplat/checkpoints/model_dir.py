@@ -65,10 +65,17 @@ def is_adapter_checkpoint(checkpoint_uri: str) -> bool:
     return is_adapter_dir(read_checkpoint_names(checkpoint_uri))
 
 
-def build_base_model(job: JobConfig) -> Any:
-    """The pretrained base model with the task's head, as the trial's workers built it."""
+def build_base_model(job: JobConfig, checkpoint_dir: str) -> Any:
+    """The pretrained base model with the task's head, as the trial's workers built it (with
+    the padding id of the tokenizer the checkpoint holds, when the base config has none)."""
+    from transformers import AutoTokenizer
+
     try:
-        return build_task(job).build_model(job.model)
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint_dir)
+    except (OSError, ValueError):  # a checkpoint saved without its tokenizer: the base config's id stands
+        tokenizer = None
+    try:
+        return build_task(job).build_model(job.model, tokenizer)
     except OSError as exc:
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
         raise UserError(f"the adapter's base model {job.model.name_or_path!r} (model.name_or_path) could not be "
@@ -96,7 +103,7 @@ def run_write_model_dir(checkpoint_uri: str, dest: str, job: dict[str, Any] | No
     with tempfile.TemporaryDirectory(prefix="ftplat-adapter-") as tmp:
         names = run_copy_model_files(checkpoint_uri, tmp, whole=False)
         adapter_files = {ADAPTER_CONFIG, *ADAPTER_WEIGHTS}
-        base = build_base_model(cfg)
+        base = build_base_model(cfg, tmp)
         if adapter_only:
             keep = names
             # The head's config (labels, problem type) beside the adapter: serving loads the

@@ -189,8 +189,12 @@ class Task:
         return columns
 
     def prepare_tokenizer(self, tokenizer: Any) -> Any:
-        """The model's tokenizer as this task uses it (e.g. a padding token where it has none);
-        data preparation and every worker get it from here."""
+        """The model's tokenizer as this task uses it; data preparation and every worker get it
+        from here. A decoder-only model's tokenizer (Llama, GPT-2, Qwen) usually has no padding
+        token: batches pad with EOS, as HF's examples for these models do (the head reads the
+        last token before the padding, and the attention mask hides the rest)."""
+        if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+            tokenizer.pad_token = tokenizer.eos_token
         return tokenizer
 
     def build_collator(self, tokenizer: Any) -> Any:
@@ -208,8 +212,11 @@ class Task:
             kwargs["label2id"] = {v: k for k, v in model.id2label.items()}
         return kwargs
 
-    def build_model(self, model: Any) -> Any:
-        """The pretrained model with this task's head (``model.name_or_path``)."""
+    def build_model(self, model: Any, tokenizer: Any = None) -> Any:
+        """The pretrained model with this task's head (``model.name_or_path``). ``tokenizer``
+        (``prepare_tokenizer``'s) gives the model its padding id when its config has none, as
+        decoder-only checkpoints ship: their sequence heads find each row's last token by it,
+        and refuse batches of more than one row without it."""
         import transformers
 
         auto = getattr(transformers, self.auto_model)
@@ -221,6 +228,8 @@ class Task:
                                            **self.build_model_kwargs(model))
         # Randomly initialised here, so a peft adapter must train and save them (adapters.py).
         setattr(built, NEW_WEIGHTS_ATTR, sorted({*info["missing_keys"], *(k[0] for k in info["mismatched_keys"])}))
+        if getattr(built.config, "pad_token_id", None) is None and getattr(tokenizer, "pad_token_id", None) is not None:
+            built.config.pad_token_id = tokenizer.pad_token_id
         return built
 
     # --- training ------------------------------------------------------------------------

@@ -206,7 +206,7 @@ class TokenClassification(Task):
         (``is_split_into_words``) and would get 'Sm','ith' where serving raw text gets 'ĠSmith'.
         With ``add_prefix_space`` (as run_ner.py loads them) both get 'ĠSmith'; it is set on the
         tokenizer in place, and saved with it in every checkpoint and export."""
-        return run_add_prefix_space(tokenizer)
+        return run_add_prefix_space(super().prepare_tokenizer(tokenizer))
 
     def build_collator(self, tokenizer: Any) -> Any:
         from transformers import DataCollatorForTokenClassification
@@ -214,9 +214,9 @@ class TokenClassification(Task):
         return DataCollatorForTokenClassification(tokenizer)
 
     # --- model ---------------------------------------------------------------------------
-    def build_model(self, model: Any) -> Any:
+    def build_model(self, model: Any, tokenizer: Any = None) -> Any:
         self.bind_model(model)
-        return super().build_model(model)
+        return super().build_model(model, tokenizer)
 
     # --- metrics -------------------------------------------------------------------------
     def compute_task_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:

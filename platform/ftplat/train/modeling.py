@@ -17,11 +17,12 @@ from ftplat.tasks.base import NEW_WEIGHTS_ATTR
 logger = logging.getLogger(__name__)
 
 
-def build_model(job: JobConfig) -> PreTrainedModel:
+def build_model(job: JobConfig, tokenizer=None) -> PreTrainedModel:
     """The pretrained model with the head of the job's task, with its trainable parameters
-    set: a peft adapter (``model.peft``), or the parameters ``model.trainable_patterns`` name."""
+    set: a peft adapter (``model.peft``), or the parameters ``model.trainable_patterns`` name.
+    ``tokenizer``: the task's (its padding id goes to a model config that has none)."""
     task = build_task(job)
-    model = task.build_model(job.model)
+    model = task.build_model(job.model, tokenizer)
     if job.model.peft is not None:
         return run_wrap_peft(model, job.model.peft, task_type=task.peft_task_type,
                              new_weights=getattr(model, NEW_WEIGHTS_ATTR, ()))

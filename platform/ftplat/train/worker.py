@@ -65,7 +65,7 @@ def build_trainer(
         # Trainer seeds only in its __init__, after the model exists: without this the new
         # classifier head differs between two trials with the same values (and between reruns).
         set_seed(job.training.seed)
-        trainer_kwargs["model"] = build_model(job)
+        trainer_kwargs["model"] = build_model(job, tokenizer)
     trainer_kwargs.setdefault("preprocess_logits_for_metrics", task.build_logits_reducer())
     return Trainer(
         args=args,
