@@ -62,6 +62,11 @@ def test_id2label_sets_num_labels_and_threshold_reaches_the_task():
     ({"model": {"num_labels": 2}, "data": {"label_columns": ["a", "b", "c"]}},
      r"model\.num_labels is 2 but data\.label_columns names 3 columns.*set model\.num_labels to 3"),
     ({"data": {"label_columns": ["a", "b", "a"]}}, r"data\.label_columns names \['a'\] more than once"),
+    # The same names in another order: column toxic would train and serve as label obscene.
+    ({"model": {"id2label": {0: "obscene", 1: "toxic"}}, "data": {"label_columns": ["toxic", "obscene"]}},
+     r"model\.id2label names label 0 'obscene', but data\.label_columns\[0\] is 'toxic' \(column 'obscene' is "
+     r"data\.label_columns\[1\]\); columns are labels in order: list data\.label_columns in model\.id2label's "
+     r"order \(\['obscene', 'toxic'\]\)"),
     ({"model": {"id2label": TOPICS}, "training": {"hf_args": {"label_smoothing_factor": 0.1}}},
      r"training\.hf_args\.label_smoothing_factor is 0\.1.*remove it"),
     ({"model": {"id2label": TOPICS}, "training": {"metric_for_best_model": "accuracy"}},

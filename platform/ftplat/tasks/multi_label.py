@@ -66,6 +66,17 @@ class MultiLabelClassification(Task):
                                  f"{len(data.label_columns)} columns (one per label); set model.num_labels to "
                                  f"{len(data.label_columns)} (and model.id2label to one name per column) or leave "
                                  "both out to name the labels after the columns")
+            # Columns map to labels by position; a label named after another column is a swap.
+            names = [model.id2label[i] for i in sorted(model.id2label)] if model.id2label else []
+            swapped = [(i, name) for i, name in enumerate(names)
+                       if name in data.label_columns and data.label_columns[i] != name]
+            if swapped:
+                i, name = swapped[0]
+                raise ValueError(f"model.id2label names label {i} {name!r}, but data.label_columns[{i}] is "
+                                 f"{data.label_columns[i]!r} (column {name!r} is data.label_columns"
+                                 f"[{data.label_columns.index(name)}]); columns are labels in order: list "
+                                 f"data.label_columns in model.id2label's order ({names}), or leave model.id2label "
+                                 "out to name the labels after the columns")
 
     def read_columns(self, data: Any) -> dict[str, str]:
         columns = super().read_columns(data)
