@@ -63,7 +63,7 @@ def write_tiny_bert(root: Path) -> Path:
                              cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
     fast.save_pretrained(root)
     config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=128)
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
     BertForSequenceClassification(config).save_pretrained(root)
     return root
 

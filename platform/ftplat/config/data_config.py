@@ -64,9 +64,11 @@ class DataConfig(StrictModel):
     text_column); the loss is taken on the completion only."""
     completion_column: str | None = None
     """causal-lm: column holding the completion the model learns to write after the prompt."""
-    max_length: int = Field(default=160, ge=8, le=8192)
+    max_length: int = Field(default=160, ge=8)
     """Tokens per example; longer texts are truncated. masked-lm (unless task.line_by_line) and
-    causal-lm with task.packing: the length of the blocks the concatenated texts are cut into."""
+    causal-lm with task.packing: the length of the blocks the concatenated texts are cut into.
+    At most what the model reads (its tokenizer's model_max_length, else its learned positions);
+    checked when the tokenizer loads."""
     pad_to_max_length: bool = False
     """Pad every example to max_length (the recipe) instead of per batch (faster)."""
     train_size: int | None = Field(default=None, ge=2)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from ftplat.config.schema import DataConfig, JobConfig, ModelConfig
 from ftplat.data.compact import build_chunked_table, build_compact_table
 from ftplat.data.sources import load_raw_splits
-from ftplat.data.tokenizer import build_tokenizer
+from ftplat.data.tokenizer import build_tokenizer, check_max_length_fits
 from ftplat.errors import UserError
 from ftplat.tasks import build_task
 from ftplat.tasks.base import Examples, Task, is_missing_value
@@ -241,6 +241,7 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
             logger.info("data.empty_texts: drop: left out %d empty or whitespace-only texts of split %r (%s)",
                         ex.dropped, split, role)
     tokenizer = task.prepare_tokenizer(build_tokenizer(model))
+    check_max_length_fits(data, model, tokenizer)
     tables: dict[str, pa.Table] = {}
     stats: dict[str, Any] = {"selection": plan.source}
     for role, (ex, split) in roles.items():

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from ftplat.config.model_files import TOKENIZER_FILES, has_tokenizer_files
-from ftplat.config.schema import ModelConfig, looks_like_local_path
+from ftplat.config.schema import DataConfig, ModelConfig, looks_like_local_path
 from ftplat.errors import UserError
 
 
@@ -30,3 +30,35 @@ def build_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
             f"model.name_or_path {cfg.name_or_path!r}: the tokenizer could not be loaded ({first}); "
             "give a local model directory or a reachable hub id"
         ) from None
+
+
+#: ``model_max_length`` of a tokenizer that states no limit (transformers' VERY_LARGE_INTEGER).
+UNSTATED_LIMIT = 10**12
+
+
+def check_max_length_fits(data: DataConfig, model: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse a ``data.max_length`` longer than the model reads: masked-lm blocks, packed
+    causal-lm blocks and long texts are exactly that long, and a model with learned absolute
+    positions fails on them in every trial (``The size of tensor a (1024) must match...``).
+
+    The limit is the tokenizer's ``model_max_length`` when it states one (RoBERTa's 512 of 514
+    position rows, which start after the padding index), else the config's learned positions
+    (``max_position_embeddings``, GPT-2's ``n_positions``); a rotary model (Llama) has no
+    learned positions to run out of and is left to the user.
+    """
+    limit, where = None, ""
+    if 0 < (tokenizer.model_max_length or 0) < UNSTATED_LIMIT:
+        limit, where = int(tokenizer.model_max_length), "its tokenizer's model_max_length"
+    else:
+        try:
+            config = AutoConfig.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code)
+        except (OSError, ValueError):  # the weights' loading names what is wrong with the model
+            return
+        rotary = any(getattr(config, a, None) is not None for a in ("rope_theta", "rope_scaling", "rope_parameters"))
+        for attr in ("max_position_embeddings", "n_positions"):
+            if not rotary and isinstance(getattr(config, attr, None), int):
+                limit, where = getattr(config, attr), f"its config's {attr}"
+                break
+    if limit is not None and data.max_length > limit:
+        raise UserError(f"data.max_length is {data.max_length}, but model.name_or_path {model.name_or_path!r} reads "
+                        f"at most {limit} tokens ({where}); set data.max_length to {limit} or less")
