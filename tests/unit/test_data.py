@@ -119,6 +119,13 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
         pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 2]}), tmp_path / f"{split}.parquet")
     with pytest.raises(ValueError, match="has label 2 outside 0..1; set model.num_labels"):
         build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    # A benchmark's test split with its labels hidden as -1 (MRPC, SNLI's no-gold rows): not a
+    # num_labels problem, and the fix is another split
+    pq.write_table(pa.table({"text": ["a", "b", "c"], "label": [0, 1, 0]}), tmp_path / "train.parquet")
+    pq.write_table(pa.table({"text": ["a", "b"], "label": [-1, -1]}), tmp_path / "test.parquet")
+    with pytest.raises(ValueError, match=r"split 'test' has label -1 at row 0 \(2 of 2 rows\); -1 marks a row "
+                                         r"without a label .*\(data\.test_split: validation, or null"):
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), validation={"holdout": 1}), model))
     for split in ("train", "test"):
         pq.write_table(pa.table({"text": ["a", "b"], "label": ["pos", "neg"]}), tmp_path / f"{split}.parquet")
     out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))

@@ -90,6 +90,10 @@ def test_floats_and_ints_become_float32():
     ([True, False], r"holds True \(bool\), not a number.*row 0"),
     ([[1.0, 2.0], [3.0]], r"holds \[1\.0, 2\.0\] \(list\), not a number.*row 0"),
     ([[1.0], [3.0]], r"holds a list per row"),
+    # STS-B's test split: its scores hidden as -1 (mse and correlations were reported on them)
+    ([-1.0, -1.0, -1.0], r"is -1\.0 in every row: a target that never varies gives no error or correlation to "
+                         r"score; -1 marks a row without a label .*data\.test_split: validation, or null"),
+    ([2.0, 2.0], r"is 2\.0 in every row.*point data\.label_column at the target"),
 ])
 def test_bad_labels_name_the_column_split_and_row(values, message):
     with pytest.raises(UserError, match=message):

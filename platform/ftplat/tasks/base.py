@@ -29,6 +29,13 @@ IGNORED_LABEL = -100
 NEW_WEIGHTS_ATTR = "ftplat_new_weights"
 
 
+#: The fix for a split of unlabelled rows (``-1`` in every row: GLUE, SNLI and other
+#: benchmarks hide their test labels so).
+UNLABELLED_SPLIT_FIX = ("-1 marks a row without a label (GLUE, SNLI and other benchmarks hide their test labels "
+                        "so): select and score on splits that have labels (data.test_split: validation, or null for "
+                        "no test score), or drop those rows")
+
+
 @dataclass
 class Examples:
     """One split's checked examples: the model inputs by role (``text``, ``text_pair``,

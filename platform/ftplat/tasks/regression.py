@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import Task, column_list
+from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, column_list
 
 #: Most quantile bins of the stratify key, and the fewest rows a bin keeps (smaller bins merge
 #: into their neighbour: a stratified split needs at least two rows of every class).
@@ -108,6 +108,11 @@ class Regression(Task):
                 problem = f"holds {value!r} ({type(value).__name__}), not a number"
             raise UserError(f"{where} {problem} at row {row}; task.type regression needs a finite number in every "
                             "row (fix or drop those rows, or point data.label_column at the numeric target)")
+        if array.size > 1 and np.all(array == array[0]):
+            fix = UNLABELLED_SPLIT_FIX if array[0] == -1 else ("point data.label_column at the target, or select "
+                                                                 "and score on another split")
+            raise UserError(f"{where} is {values[0]!r} in every row: a target that never varies gives no error or "
+                            f"correlation to score; {fix}")
         too_large = np.abs(array) > np.finfo(np.float32).max
         if np.any(too_large):
             row = int(np.flatnonzero(too_large)[0])

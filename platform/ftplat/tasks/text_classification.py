@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import Task, column_list
+from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, column_list
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,10 @@ def build_class_ids(values: list[Any], *, feature: Any, column: str, data: Any, 
                         "give ids 0..num_labels-1 or names from model.id2label")
     ids = build_class_label_ids(array.astype(np.int64), feature, data, model, split)
     bad = ids[(ids < 0) | (ids >= model.num_labels)]
+    if bad.size and np.any(bad == -1):
+        row = int(np.flatnonzero(ids == -1)[0])
+        raise UserError(f"data.{column} of split {split!r} has label -1 at row {row} ({int(np.sum(ids == -1))} of "
+                        f"{len(ids)} rows); {UNLABELLED_SPLIT_FIX}")
     if bad.size:
         raise UserError(f"data.{column} of split {split!r} has label {int(bad[0])} outside 0..{model.num_labels - 1}; "
                         "set model.num_labels (and model.id2label) to match")
