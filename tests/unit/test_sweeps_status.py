@@ -178,6 +178,21 @@ def test_show_finished_and_failed_sweeps_from_their_summary(tmp_path, capsys):
     assert shown["status"] == "failed" and shown["leader"] is None
 
 
+def test_a_resume_running_after_the_summary_is_shown_live_not_finished(tmp_path, capsys):
+    """The summary of the first run says aaaa0002 failed; --resume runs it again, and Tune's
+    state, saved since, is what the sweep is now (as ``checkpoints gc`` reads it)."""
+    resumed = [RUNNING_SWEEP[0], {**RUNNING_SWEEP[1], "status": Trial.RUNNING, "started": 20.0}]
+    sweep = write_sweep(tmp_path, "resumed", resumed)
+    _summary(sweep, "aaaa0001").write()
+    [state] = sweep.glob("experiment_state-*.json")
+    os.utime(sweep / "summary.json", (time.time() - 60, time.time() - 60))
+    os.utime(state, (time.time(), time.time()))
+    shown = show_json(capsys, str(sweep))
+    assert shown["status"] == "running"
+    assert [(t["trial_id"], t["status"]) for t in shown["trials"]] == [("aaaa0001", "TERMINATED"),
+                                                                       ("aaaa0002", "RUNNING")]
+
+
 def test_show_text_names_the_leader_and_marks_it(tmp_path, capsys):
     sweep = write_sweep(tmp_path, "live", RUNNING_SWEEP)
     assert ftplat_main(["sweeps", "show", "live", "--storage", str(tmp_path)]) == 0

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow.fs as pafs
 from ray.tune.result import TIME_TOTAL_S, TIMESTAMP
 
+from ftplat.checkpoints.gc import read_resumed_since_summary
 from ftplat.errors import UserError
 from ftplat.layout import build_summary_uri, build_sweep_config_uri, build_train_run_uri, build_trial_result_uri
 from ftplat.ray_internals import read_trial_error, read_trial_result_rows, sort_trials_by_creation
@@ -300,7 +301,10 @@ def read_sweep_status(sweep_uri: str, *, now: float | None = None,
         reading = ""
         now = time.time() if now is None else now
         usage = read_storage_usage(sweep_uri)
-        summary = SweepSummary.read(sweep_uri) if path_exists(build_summary_uri(sweep_uri)) else None
+        # A summary older than Tune's saved state is a --resume's (running, or stopped before
+        # its end): the trials are read live, as gc plans them, not as "finished".
+        summary = (SweepSummary.read(sweep_uri) if path_exists(build_summary_uri(sweep_uri))
+                   and not read_resumed_since_summary(sweep_uri) else None)
         records, timings = read_live_trials(sweep_uri, config)
         if summary is not None:
             records = summary.trials
