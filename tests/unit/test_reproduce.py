@@ -42,6 +42,9 @@ def test_the_trial_runs_alone_with_its_values_seed_and_config():
     assert space.num_samples == 1 and space.points_to_evaluate == [values]
     assert space.scheduler.type == "fifo"  # the original's ASHA would have nothing to compare with
     assert space.parameters.keys() == values.keys()
+    # tracked as the original was, but no new version of the original's registered model
+    assert config["job"]["tracking"]["registered_model_name"] == "ftplat-imdb-sentiment"
+    assert job.tracking.enabled and job.tracking.registered_model_name is None
 
 
 def test_overrides_come_last():
@@ -50,6 +53,9 @@ def test_overrides_come_last():
     job, _ = build_reproduce_configs(config, trial("t1", values, [0.5]), sweep_name="r",
                                      overrides=["tracking.enabled=false", "storage.storage_path=/tmp/elsewhere"])
     assert not job.tracking.enabled and job.storage.storage_path == "/tmp/elsewhere"
+    job, _ = build_reproduce_configs(config, trial("t1", values, [0.5]), sweep_name="r",
+                                     overrides=["tracking.registered_model_name=imdb-check"])
+    assert job.tracking.registered_model_name == "imdb-check"
 
 
 def test_select_trial_defaults_to_the_winner_and_refuses_what_cannot_be_compared():

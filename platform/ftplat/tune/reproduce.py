@@ -74,11 +74,15 @@ def select_trial(summary: SweepSummary, trial_id: str | None) -> TrialRecord:
 
 def build_reproduce_configs(config_json: dict[str, Any], trial: TrialRecord, *, sweep_name: str,
                             overrides: list[str] = ()) -> tuple[JobConfig, SearchSpaceConfig]:
-    """The recorded configs with the trial's values as the one trial to run, validated like
-    any sweep's (``overrides`` last, so a user can point storage or tracking elsewhere)."""
+    """The recorded configs with the trial's values as the one trial to run, registering no
+    model, validated like any sweep's (``overrides`` last, so a user can point storage or
+    tracking elsewhere)."""
     job = copy.deepcopy(config_json["job"])
     space = copy.deepcopy(config_json["search_space"])
     job["storage"]["sweep_name"] = sweep_name
+    # A reproduction checks a trial; it must not become the newest version of the model the
+    # original registered (overrides can name a model to register it under).
+    job.setdefault("tracking", {})["registered_model_name"] = None
     space.update(num_samples=1, points_to_evaluate=[dict(trial.hyperparameters)],
                  scheduler={"type": "fifo"}, startup_trials=None)
     return build_sweep_configs(job, space, list(overrides), job_source="sweep_config.json job",
