@@ -97,7 +97,9 @@ def test_the_card_is_the_tasks_with_selection_and_test(tmp_path):
     assert "- columns: text `sentence1`, text pair `sentence2`, label `score`" in data
     assert "- eval (selection): split `validation`, 12 rows, target mean 2.4" in data
     assert "- test: split `test`, 40 rows, target mean 2.6" in data
-    assert "\n".join(task.build_usage_example()) in card
+    # A pair model's example passes pairs: a list of two texts would be two single texts
+    assert "\n".join(task.build_usage_example(text_pair=True)) in card
+    assert 'pipe([{"text": "A man is playing a guitar.", "text_pair": "A man plays music."}], truncation=True' in card
 
 
 @pytest.mark.parametrize("test, expected", [

@@ -110,9 +110,13 @@ def test_adapter_card_metadata_and_section(tmp_path):
     data = build_card_data(summary, summary.winner_trial(), build_task("regression"), job, weights)
     assert data.library_name == "peft" and data.tags == ["ftplat", "regression", "peft", "lora"]
     assert data.base_model is None and data.datasets == ["glue"]
-    section = build_weights_section(weights)
+    section = build_weights_section(weights, "AutoModelForSequenceClassification")
     assert_no_machine_path(section, tmp_path)
-    assert 'from_pretrained("<path to tiny-bert>", config=config)' in section
+    assert ('base = AutoModelForSequenceClassification.from_pretrained("<path to tiny-bert>", config=config, '
+            'ignore_mismatched_sizes=True)') in section
+    assert "<AutoModelFor...>" not in section
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    compile(code.replace("<this directory>", "d").replace("<path to tiny-bert>", "b"), "<card>", "exec")
 
     hub = {**weights, "weights": "merged", "base_model": "prajjwal1/bert-tiny"}
     data = build_card_data(summary, summary.winner_trial(), build_task("regression"),
@@ -137,7 +141,7 @@ def test_push_to_an_unreachable_hub_leaves_the_export_and_says_how_to_push_later
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr
     assert "the export is complete at out" in errors[0] and "cannot be reached at http://127.0.0.1:9" in errors[0]
-    assert errors[0].endswith("push it later with: hf upload --private me/sts out .")
+    assert errors[0].endswith("push it later with: hf upload --private --exclude ftplat_export.json me/sts out .")
     assert (tmp_path / "out" / "README.md").is_file() and (tmp_path / "out" / TASK_FILE).is_file()
     assert "Exported trial t1" in done.stdout
 
@@ -173,7 +177,7 @@ def test_push_with_a_refused_token_leaves_the_export_and_says_how_to_log_in(tmp_
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, done.stderr
     assert "the export is complete at out" in errors[0] and "the hub answered 401" in errors[0]
-    assert "hf auth login" in errors[0] and errors[0].endswith("push it later with: hf upload me/sts out .")
+    assert "hf auth login" in errors[0] and errors[0].endswith("push it later with: hf upload --exclude ftplat_export.json me/sts out .")
     assert (tmp_path / "out" / "README.md").is_file()
 
 
@@ -199,3 +203,12 @@ def test_export_takes_a_home_relative_path(tmp_path, monkeypatch):
     assert ftplat_main(["export", "~/sweep", "~/out"]) == 0
     assert (tmp_path / "out" / TASK_FILE).is_file() and not (tmp_path / "~").exists()
     assert json.loads((tmp_path / "out" / "ftplat_export.json").read_text())["trial"]["trial_id"] == "t1"
+
+
+def test_class_counts_are_named_after_the_jobs_labels():
+    from ftplat.checkpoints.export import build_role_line
+
+    stats = {"split": "train", "rows": 5, "label_counts": {"0": 2, "1": 3}}
+    assert build_role_line("train", stats, {0: "negative", 1: "positive"}) == \
+        "- train: split `train`, 5 rows, label counts {'negative': 2, 'positive': 3}"
+    assert build_role_line("train", stats) == "- train: split `train`, 5 rows, label counts {'0': 2, '1': 3}"

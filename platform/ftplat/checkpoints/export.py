@@ -99,9 +99,13 @@ def build_column_lines(task: Task, data: dict[str, Any]) -> list[str]:
     return parts
 
 
-def build_role_line(role: str, stats: dict[str, Any]) -> str:
-    """One role's split, rows and whatever label statistics its task recorded."""
+def build_role_line(role: str, stats: dict[str, Any], id2label: dict[Any, str] | None = None) -> str:
+    """One role's split, rows and whatever label statistics its task recorded; class counts
+    by the names of ``model.id2label`` when the job gave them."""
     name = "eval (selection)" if role == "eval" else role
+    names = {str(k): v for k, v in (id2label or {}).items()}
+    stats = {k: ({names.get(str(c), c): n for c, n in v.items()} if k == "label_counts" and isinstance(v, dict)
+                 else v) for k, v in stats.items()}
     extras = [f"{k.replace('_', ' ')} {v}" for k, v in stats.items() if k not in ("split", "rows")]
     return f"- {name}: split `{stats.get('split', '?')}`, {stats.get('rows', '?')} rows" + \
         "".join(f", {e}" for e in extras)
@@ -179,7 +183,8 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
         source += f" (configuration `{data['config_name']}`)"
     lines.append(source + (f", max_length {data['max_length']}" if data.get("max_length") is not None else ""))
     lines.append("- columns: " + ", ".join(build_column_lines(task, data)))
-    lines += [build_role_line(role, stats[role]) for role in ("train", "eval", "test")
+    id2label = (job.get("model") or {}).get("id2label")
+    lines += [build_role_line(role, stats[role], id2label) for role in ("train", "eval", "test")
               if isinstance(stats.get(role), dict)]
     if stats.get("selection"):
         lines.append(f"- selection split: {build_public_text(stats['selection'])}")
@@ -191,13 +196,15 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
     pair = " (a sentence pair: `TEXT<TAB>TEXT_PAIR`)" if data.get("text_pair_column") else ""
     if task.generates_text:
         pair = " (`--max-new-tokens N`, `--temperature T`: 64 tokens, greedy by default)"
-    lines += ["## Use", "", "```python", *task.build_usage_example(), "```", "",
+    usage = task.build_usage_example(text_pair=bool(data.get("text_pair_column")) and task.accepts_text_pair)
+    lines += ["## Use", "", "```python", *usage, "```", "",
               f"Or `ftplat predict <this directory> TEXT ...`{pair}, which reads `{TASK_FILE}` for the task.", ""]
     return "\n".join(lines)
 
 
-def build_weights_section(weights: dict[str, Any]) -> str:
-    """The model card's words on a peft sweep's weights: merged, or an adapter and its base."""
+def build_weights_section(weights: dict[str, Any], auto_model: str) -> str:
+    """The model card's words on a peft sweep's weights: merged, or an adapter and its base
+    (loaded with the task's ``auto_model`` class)."""
     if weights.get("weights") not in ("merged", "adapter"):
         return ""
     peft = weights.get("peft") or {}
@@ -213,8 +220,9 @@ def build_weights_section(weights: dict[str, Any]) -> str:
     else:
         lines += ["This folder holds the adapter alone (and the config of the head); loading it needs `peft` and "
                   f"the base model `{base}`:", "", "```python", "from peft import PeftModel",
-                  "from transformers import AutoConfig", "config = AutoConfig.from_pretrained(\"<this directory>\")",
-                  f"base = <AutoModelFor...>.from_pretrained(\"{load_from}\", config=config)",
+                  f"from transformers import AutoConfig, {auto_model}",
+                  "config = AutoConfig.from_pretrained(\"<this directory>\")",
+                  f"base = {auto_model}.from_pretrained(\"{load_from}\", config=config, ignore_mismatched_sizes=True)",
                   "model = PeftModel.from_pretrained(base, \"<this directory>\")", "```", "",
                   "`ftplat predict <this directory>` does this for you."]
     return "\n".join(["", *lines, ""])
@@ -248,7 +256,7 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
     winner_job = set_dotted(job, trial.hyperparameters or {}) if job else job
     weights = run_write_model_dir(checkpoint_uri, out_dir, winner_job,
                                   adapter_only=adapter_only)
-    card += build_weights_section(weights)
+    card += build_weights_section(weights, build_task(settings).auto_model)
     card_data = build_card_data(summary, trial, build_task(settings), (sweep_config or {}).get("job") or {}, weights)
     run_write_task_file(out_dir, settings)
     with open(os.path.join(out_dir, "README.md"), "w") as f:

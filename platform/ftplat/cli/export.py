@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
         print("error: --push-to-hub needs the Hugging Face Hub but HF_HUB_OFFLINE=1; unset HF_HUB_OFFLINE, or "
               "export without --push-to-hub and upload OUT_DIR later with `hf upload`", file=sys.stderr)
         return EXIT_USAGE
-    from ftplat.checkpoints.export import run_export, run_push_to_hub
+    from ftplat.checkpoints.export import EXPORT_RECORD, run_export, run_push_to_hub
 
     try:
         record = run_export(args.sweep, args.out_dir, adapter_only=args.adapter_only)
@@ -66,7 +66,9 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
     try:
         url = run_push_to_hub(args.out_dir, args.push_to_hub, private=args.private)
     except UserError as exc:
-        later = f"hf upload {'--private ' if args.private else ''}{args.push_to_hub} {shlex.quote(args.out_dir)} ."
+        # The export record names this machine's paths; the push leaves it out, and so must this.
+        later = (f"hf upload {'--private ' if args.private else ''}--exclude {EXPORT_RECORD} {args.push_to_hub} "
+                 f"{shlex.quote(args.out_dir)} .")
         print(f"error: the export is complete at {args.out_dir}, but pushing it to {args.push_to_hub} failed: {exc}; "
               f"push it later with: {later}", file=sys.stderr)
         return EXIT_FAILURE

@@ -315,16 +315,27 @@ class Task:
         results = pipe(inputs, batch_size=batch_size, **self.build_predict_call_kwargs())
         return [self.format_prediction(r) for r in results]
 
-    def build_usage_example(self) -> list[str]:
-        """Python lines of the model card's "Use" section."""
+    def build_usage_example(self, text_pair: bool = False) -> list[str]:
+        """Python lines of the model card's "Use" section; ``text_pair``: the model reads
+        sentence pairs (``data.text_pair_column``)."""
         return ["from transformers import pipeline", f'pipe = pipeline("{self.pipeline_task}", model="<this directory>")',
-                f'pipe(["I hate this movie", "I love this movie"]{self.build_usage_truncation()})']
+                f'pipe({build_usage_inputs(["I hate this movie", "I love this movie"], text_pair)}'
+                f'{self.build_usage_truncation()})']
 
     def build_usage_truncation(self) -> str:
         """The usage example's truncation arguments: the length the model trained on."""
         if not self.truncates_inputs or self.settings.max_length is None:
             return ""
         return f", truncation=True, max_length={self.settings.max_length}"
+
+
+def build_usage_inputs(texts: list[str], text_pair: bool) -> str:
+    """The inputs of a card's pipeline call, as Python: texts, or for a pair model the
+    ``{"text", "text_pair"}`` dicts the pipeline reads as pairs (a list of two texts would be
+    two single texts, classified without a word)."""
+    if not text_pair:
+        return "[" + ", ".join(f'"{t}"' for t in texts) + "]"
+    return '[{"text": "A man is playing a guitar.", "text_pair": "A man plays music."}]'
 
 
 def is_missing_value(value: Any) -> bool:

@@ -166,7 +166,7 @@ class CausalLM(LanguageModelTask):
     def format_prediction_line(self, prediction: dict[str, Any]) -> str:
         return prediction["generated_text"].replace("\t", " ").replace("\n", "\\n")
 
-    def build_usage_example(self) -> list[str]:
+    def build_usage_example(self, text_pair: bool = False) -> list[str]:
         return ["from transformers import pipeline",
                 f'gen = pipeline("{self.pipeline_task}", model="<this directory>")',
                 'gen("the sky is", max_new_tokens=64, return_full_text=False)  # [{"generated_text": ...}]',

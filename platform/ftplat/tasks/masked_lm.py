@@ -97,7 +97,7 @@ class MaskedLM(LanguageModelTask):
     def build_example_texts(self, tokenizer: Any) -> list[str]:
         return [f"i love this {tokenizer.mask_token}", f"a dull and tedious {tokenizer.mask_token}"]
 
-    def build_usage_example(self) -> list[str]:
+    def build_usage_example(self, text_pair: bool = False) -> list[str]:
         return ["from transformers import pipeline",
                 f'fill = pipeline("{self.pipeline_task}", model="<this directory>")',
                 'fill(f"the movie was {fill.tokenizer.mask_token}.", top_k=5)  # [{"token_str", "score", ...}, ...]',

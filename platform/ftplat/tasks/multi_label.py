@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import Task, column_list
+from ftplat.tasks.base import Task, build_usage_inputs, column_list
 from ftplat.tasks.text_classification import build_class_ids
 
 
@@ -189,9 +189,10 @@ class MultiLabelClassification(Task):
             return "-\t-"
         return ",".join(labels) + "\t" + ",".join(f"{prediction['scores'][name]:.4f}" for name in labels)
 
-    def build_usage_example(self) -> list[str]:
+    def build_usage_example(self, text_pair: bool = False) -> list[str]:
+        inputs = build_usage_inputs(["The match ended in a draw after the minister's speech"], text_pair)
         return ["from transformers import pipeline",
                 f'pipe = pipeline("{self.pipeline_task}", model="<this directory>", top_k=None, '
                 'function_to_apply="sigmoid")',
-                f"pipe([\"The match ended in a draw after the minister's speech\"]{self.build_usage_truncation()})  "
+                f"pipe({inputs}{self.build_usage_truncation()})  "
                 f"# every label's score; those >= {self.settings.threshold} are predicted"]

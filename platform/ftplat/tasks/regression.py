@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, column_list
+from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, build_usage_inputs, column_list
 
 #: Most quantile bins of the stratify key, and the fewest rows a bin keeps (smaller bins merge
 #: into their neighbour: a stratified split needs at least two rows of every class).
@@ -169,8 +169,8 @@ class Regression(Task):
     def format_prediction_line(self, prediction: dict[str, Any]) -> str:
         return f"{prediction['value']:.4f}"
 
-    def build_usage_example(self) -> list[str]:
+    def build_usage_example(self, text_pair: bool = False) -> list[str]:
         return ["from transformers import pipeline",
                 f'pipe = pipeline("{self.pipeline_task}", model="<this directory>", function_to_apply="none")',
-                f'pipe(["A man is playing a guitar."]{self.build_usage_truncation()})  '
+                f'pipe({build_usage_inputs(["A man is playing a guitar."], text_pair)}{self.build_usage_truncation()})  '
                 '# [{"label": "LABEL_0", "score": <the predicted value>}]']

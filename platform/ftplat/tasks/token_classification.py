@@ -282,7 +282,7 @@ class TokenClassification(Task):
     def format_prediction_line(self, prediction: dict[str, Any]) -> str:
         return ", ".join(f"{e['entity']}:{e['word']}" for e in prediction["entities"]) or "-"
 
-    def build_usage_example(self) -> list[str]:
+    def build_usage_example(self, text_pair: bool = False) -> list[str]:
         stride = "" if self.settings.max_length is None else f", stride={build_window_overlap(self.settings.max_length)}"
         lines = ["from transformers import pipeline",
                  f'ner = pipeline("{self.pipeline_task}", model="<this directory>", aggregation_strategy="first"{stride})']
