@@ -371,3 +371,34 @@ def test_storage_listing_reads_each_run_once_and_keeps_empty_checkpoint_folders(
     runs = sorted(got.folders)
     # The sweep folder once, then each run once.
     assert sorted(selectors) == sorted([str(sweep)] + [str(sweep / r) for r in runs])
+
+
+def test_a_manual_gc_brings_the_summary_up_to_what_storage_holds(sweep, tmp_path):
+    """``ftplat checkpoints gc`` on a copied sweep: summary.json said the deleted best
+    checkpoints existed, and kept the sweep's counts and bytes from before."""
+    from ftplat.cli.checkpoints import main as gc_main
+
+    copy = tmp_path / "copied" / "sweep"
+    shutil.copytree(sweep, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    # recorded where the sweep ran, as a copy keeps them
+    best = {"a": ("checkpoint-20", 0.9), "b": ("checkpoint-20", 0.65), "d": ("checkpoint-10", 0.55)}
+    for trial in summary["trials"]:
+        if trial["trial_id"] in best:
+            name, value = best[trial["trial_id"]]
+            trial["best_checkpoint"] = {"path": f"/ran/here/sweep/train-{trial['trial_id']}/{name}", "exists": True,
+                                        "step": int(name.split("-")[1]), "epoch": 1.0, METRIC: value}
+    summary["winner"]["best_checkpoint"] = summary["trials"][0]["best_checkpoint"]
+    (copy / "summary.json").write_text(json.dumps(summary))
+    summary_bytes = (copy / "summary.json").stat().st_size
+
+    assert gc_main(["gc", str(copy), "--keep-top-k-trials", "0", "--no-trial-best", "--no-trial-latest"]) == 0
+    after = SweepSummary.read(str(copy))
+    exists = {t.trial_id: t.best_checkpoint.exists for t in after.trials if t.best_checkpoint}
+    assert exists == {"a": True, "b": False, "d": False}  # the winner's best is never deleted
+    assert after.winner.best_checkpoint.exists and not (copy / "train-b" / "checkpoint-20").exists()
+    assert after.checkpoint_gc["delete"] > 0
+    # measured before the summary was rewritten: the files left, with the summary as it was
+    others = sum(f.stat().st_size for f in copy.rglob("*") if f.is_file() and f.name != "summary.json")
+    assert after.cost["storage_bytes"] == others + summary_bytes
+    assert json.loads((sweep / "summary.json").read_text())["winner"].get("best_checkpoint") is None  # original untouched

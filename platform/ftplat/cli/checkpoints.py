@@ -63,7 +63,37 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat checkpoints") -> 
     if resumed:
         print(f"nothing applied: {RESUMED_SINCE_SUMMARY_DETAIL}", file=sys.stderr)
     print("dry run: nothing deleted" if args.dry_run else f"applied {len(applied)} actions")
+    if applied:
+        run_record_gc(args.sweep, summary, plan)
     return EXIT_OK
+
+
+def run_record_gc(sweep_uri: str, summary, plan) -> None:
+    """Bring ``summary.json`` up to what storage holds after a gc, as the sweep's own final
+    pass does: each best checkpoint's ``exists`` (read under SWEEP as given: a copied sweep's
+    recorded paths are the original's), the plan's counts and what the sweep keeps."""
+    import dataclasses
+
+    from ftplat.layout import build_summary_uri, build_train_run_uri
+    from ftplat.storage import join_uri, path_exists, write_json
+    from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
+
+    def current(trial_id, ckpt):
+        if ckpt is None:
+            return None
+        return dataclasses.replace(ckpt, exists=path_exists(join_uri(build_train_run_uri(sweep_uri, trial_id),
+                                                                     ckpt.name)))
+
+    trials = [dataclasses.replace(t, best_checkpoint=current(t.trial_id, t.best_checkpoint)) for t in summary.trials]
+    winner = summary.winner and dataclasses.replace(
+        summary.winner, best_checkpoint=current(summary.winner.trial_id, summary.winner.best_checkpoint))
+    counts = {a: sum(1 for x in plan if x.action == a) for a in sorted({x.action for x in plan})}
+    summary = dataclasses.replace(summary, trials=trials, winner=winner, checkpoint_gc=counts)
+    try:
+        summary = build_sweep_cost(summary, *read_folder_bytes(sweep_uri))
+    except OSError as exc:  # what the sweep keeps is information; the gc itself is done
+        print(f"warning: could not measure what the sweep keeps now ({exc})", file=sys.stderr)
+    write_json(build_summary_uri(sweep_uri), summary.to_dict())
 
 
 def check_gc_args(args: argparse.Namespace) -> None:
