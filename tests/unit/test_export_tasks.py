@@ -159,7 +159,7 @@ def test_export_writes_the_task_and_predict_serves_it(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "test_micro_f1 = 0.5" in printed and "as a multi-label-classification model" in printed
     assert json.loads((out / TASK_FILE).read_text()) == {"type": "multi-label-classification", "threshold": 0.3,
-                                                         "max_length": 64}
+                                                         "max_length": 64, "text_pair": False}
     assert not (out / "optimizer.pt").exists() and not (out / "trainer_state.json").exists()
     assert "Multi-label text classifier" in (out / "README.md").read_text()
     record = json.loads((out / "ftplat_export.json").read_text())
@@ -181,7 +181,8 @@ def test_export_writes_the_task_and_predict_serves_it(tmp_path, capsys):
 def test_the_exported_task_defaults(tmp_path, sweep_config, summary_task, expected):
     sweep = write_sweep(tmp_path, "regression", sweep_config=sweep_config, task=summary_task)
     run_export(str(sweep), str(tmp_path / "export"))
-    recorded = {"max_length": 64} if sweep_config is not None else {}  # the job's data.max_length
+    # the job's data.max_length, and that the model reads single texts
+    recorded = {"max_length": 64, "text_pair": False} if sweep_config is not None else {}
     assert json.loads((tmp_path / "export" / TASK_FILE).read_text()) == {"type": expected, **recorded}
 
 

@@ -237,7 +237,6 @@ def test_the_pyfunc_model_serves_every_input_shape(models, tmp_path):
     (["great", "--batch-size", "0"], "--batch-size is 0"),
     (["--model", "{nomodel}", "great"], "holds no config.json"),
     (["--model", "{badtask}", "great"], "does not name a task"),
-    (["--model", "{token}", "john\tparis"], "token-classification model, which takes one text per input"),
 ])
 def test_bad_input_exits_2_with_one_line(args, expected, models, tmp_path, capsys):
     (tmp_path / "empty.txt").write_text("\n  \n")
@@ -260,3 +259,30 @@ def test_bad_input_exits_2_with_one_line(args, expected, models, tmp_path, capsy
     assert code == 2
     assert out == []
     assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
+
+
+def test_a_tab_separates_a_pair_only_for_a_model_trained_on_pairs(models, tmp_path, capsys):
+    """A review holding a TAB, given to a single-text model, is one text (it was a pair, and
+    scored differently); a pair model refuses a line without its TAB; a model whose export
+    does not say (older ones, models from elsewhere) reads a TAB as a pair, as before."""
+    import shutil
+
+    single, pair = tmp_path / "single", tmp_path / "pair"
+    for folder, text_pair in ((single, False), (pair, True)):
+        shutil.copytree(models["text-classification"], folder)
+        (folder / TASK_FILE).write_text(json.dumps({"type": "text-classification", "text_pair": text_pair}))
+    [row] = run_predict_json(capsys, single, "great\tmovie")
+    assert row["text"] == "great\tmovie" and "text_pair" not in row
+    [row] = run_predict_json(capsys, pair, "great\tmovie")
+    assert (row["text"], row["text_pair"]) == ("great", "movie")
+    code, _, err = run_predict(capsys, pair, "great movie")
+    assert code == 2 and err == ["error: argument 1 has no TAB, but the model was trained on sentence pairs: give "
+                                 "TEXT<TAB>TEXT_PAIR (or a .jsonl line with text and text_pair)"]
+    (tmp_path / "pairs.jsonl").write_text('{"text": "great", "text_pair": "movie"}\n')
+    code, _, err = run_predict(capsys, single, "--file", tmp_path / "pairs.jsonl")
+    assert code == 2 and err[0].endswith("is a sentence pair (a JSON line's text_pair) but the model takes one text "
+                                         "per input (trained on single texts)")
+    [row] = run_predict_json(capsys, models["token-classification"], "john\tparis")  # one text, TAB and all
+    assert row["text"] == "john\tparis"
+    [row] = run_predict_json(capsys, models["text-classification"], "great\tmovie")  # not recorded: a pair
+    assert row["text_pair"] == "movie"

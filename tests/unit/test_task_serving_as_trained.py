@@ -215,7 +215,8 @@ def run_counting_tokens(task, pipe, inputs: list) -> list[int]:
                                        "token-classification"])
 def test_predict_truncates_at_the_jobs_max_length_as_training_did(tmp_path, task_type):
     settings = build_task_settings({"job": {"task": {"type": task_type}, "data": {"max_length": 16}}})
-    assert settings == {"type": task_type, "max_length": 16}
+    assert settings == {"type": task_type, "max_length": 16,
+                        **({"text_pair": False} if task_type != "token-classification" else {})}
     model_dir = write_model_dir(tmp_path / "model", settings)
     task = build_task_for_model_dir(model_dir)
     pipe = task.build_pipeline(model_dir)

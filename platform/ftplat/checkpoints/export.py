@@ -67,6 +67,9 @@ def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSumma
     if settings["type"] not in TASKS:
         raise UserError(f"the sweep's task.type {settings['type']!r} is not one this ftplat serves "
                         f"({', '.join(TASKS)}); export it with the ftplat version that ran it")
+    if TASKS[settings["type"]].accepts_text_pair and sweep_config is not None:
+        # Serving reads a TAB as a pair separator only for a pair model (a review may hold one).
+        settings["text_pair"] = bool((job.get("data") or {}).get("text_pair_column"))
     return settings
 
 

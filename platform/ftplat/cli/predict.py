@@ -51,8 +51,8 @@ def build_jsonl_input(line: str, where: str) -> str | dict[str, str]:
     return {"text": obj["text"], "text_pair": pair}
 
 
-def read_file_inputs(path: str) -> list[str | dict[str, str]]:
-    """The non-empty lines of ``path`` (``-``: stdin) as inputs; UserError naming the line."""
+def read_file_inputs(path: str) -> list[tuple[str, str | dict[str, str]]]:
+    """The non-empty lines of ``path`` (``-``: stdin) as ``(where, input)``; UserError naming the line."""
     jsonl = path != "-" and path.lower().endswith(JSONL_SUFFIX)
     name = "stdin" if path == "-" else path
     try:
@@ -64,14 +64,16 @@ def read_file_inputs(path: str) -> list[str | dict[str, str]]:
         raise UserError(f"--file {name!r} cannot be read: {_one_line(exc)}") from None
 
 
-def _parse_lines(lines: Iterable[str], name: str, jsonl: bool) -> list[str | dict[str, str]]:
-    inputs: list[str | dict[str, str]] = []
+def _parse_lines(lines: Iterable[str], name: str, jsonl: bool) -> list[tuple[str, str | dict[str, str]]]:
+    """``(where, input)`` per non-empty line: a text line as it is (its TAB is read once the
+    model says whether it takes pairs), a JSON line's text or pair."""
+    inputs: list[tuple[str, str | dict[str, str]]] = []
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
         if not line.strip():
             continue
         where = f"--file {name} line {number}"
-        inputs.append(build_jsonl_input(line, where) if jsonl else build_text_input(line.strip(" "), where))
+        inputs.append((where, build_jsonl_input(line, where) if jsonl else line.strip(" ")))
     return inputs
 
 
@@ -109,20 +111,40 @@ def build_generation_options(args: argparse.Namespace, task: Any) -> dict[str, A
     return options
 
 
-def build_argument_input(text: str, number: int) -> str | dict[str, str]:
-    """The input of the ``number``-th TEXT argument. A blank one is refused: a blank line of a
-    file only separates texts, but a blank argument is usually an unset shell variable."""
+def build_argument_input(text: str, number: int) -> tuple[str, str]:
+    """``(where, text)`` of the ``number``-th TEXT argument. A blank one is refused: a blank
+    line of a file only separates texts, but a blank argument is usually an unset shell variable."""
     if not text.strip():
         raise UserError(f"argument {number} ({text!r}) is blank: give a text to predict on, or leave it out "
                         "(only --file skips blank lines)")
-    return build_text_input(text, f"argument {number}")
+    return f"argument {number}", text
+
+
+def build_model_inputs(located: list[tuple[str, str | dict[str, str]]], task: Any) -> list[str | dict[str, str]]:
+    """The inputs as the model reads them. A TAB separates a sentence pair for a model that
+    reads pairs; a model trained on single texts (its export says so) reads the line whole, TAB
+    included, and refuses a JSON line's text_pair; a pair model refuses a line without one."""
+    reads_pairs = task.accepts_text_pair and task.settings.text_pair is not False
+    inputs = []
+    for where, item in located:
+        if isinstance(item, str):
+            item = build_text_input(item, where) if reads_pairs else item
+            if task.settings.text_pair and isinstance(item, str):
+                raise UserError(f"{where} has no TAB, but the model was trained on sentence pairs: give "
+                                "TEXT<TAB>TEXT_PAIR (or a .jsonl line with text and text_pair)")
+        elif not reads_pairs:
+            why = f"a {task.name} model" if not task.accepts_text_pair else "trained on single texts"
+            raise UserError(f"{where} is a sentence pair (a JSON line's text_pair) but the model takes one text per "
+                            f"input ({why})")
+        inputs.append(item)
+    return inputs
 
 
 def run_predict_cli(args: argparse.Namespace) -> int:
-    inputs = [build_argument_input(text, i) for i, text in enumerate(args.texts, start=1)]
+    located = [build_argument_input(text, i) for i, text in enumerate(args.texts, start=1)]
     if args.file:
-        inputs += read_file_inputs(args.file)
-    if not inputs:
+        located += read_file_inputs(args.file)
+    if not located:
         raise UserError("no texts: give them as arguments or with --file")
     if args.batch_size < 1:
         raise UserError(f"--batch-size is {args.batch_size}; give 1 or more")
@@ -137,10 +159,7 @@ def run_predict_cli(args: argparse.Namespace) -> int:
         raise UserError(f"MODEL_DIR {args.model_dir!r}: its {TASK_FILE} or config.json does not name a task "
                         f"ftplat serves ({type(exc).__name__}: {_one_line(exc)})") from None
     generation = build_generation_options(args, task)
-    pairs = [i for i, item in enumerate(inputs) if isinstance(item, dict)]
-    if pairs and not task.accepts_text_pair:
-        raise UserError(f"input {pairs[0] + 1} is a sentence pair (a TAB, or a JSON line's text_pair) but the "
-                        f"model is a {task.name} model, which takes one text per input")
+    inputs = build_model_inputs(located, task)
     try:
         pipe = task.build_pipeline(args.model_dir)
     except (OSError, ValueError) as exc:

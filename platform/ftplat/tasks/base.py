@@ -71,6 +71,10 @@ class TaskSettings:
     #: The job's ``data.max_length``, as an export's ``ftplat_task.json`` records it: serving
     #: reads no more tokens than training and test scoring did (None: the tokenizer's limit).
     max_length: int | None = None
+    #: Whether the model was trained on sentence pairs (``data.text_pair_column``), as an
+    #: export records it for a task that takes pairs; None: not recorded (older exports, and
+    #: models from elsewhere), so either is read.
+    text_pair: bool | None = None
 
 
 class Task:
