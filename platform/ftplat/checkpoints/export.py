@@ -95,7 +95,7 @@ def build_column_lines(task: Task, data: dict[str, Any]) -> list[str]:
     except Exception:  # noqa: BLE001 - a card never fails on an odd stored config
         columns = {k: values[k] for k in ("text_column", "text_pair_column", "label_column") if values[k]}
     label_columns = [c for field, c in columns.items() if field.startswith("label_columns[")]
-    parts = [f"{COLUMN_ROLES.get(field, field)} `{column}`" for field, column in columns.items()
+    parts = [f"{COLUMN_ROLES.get(field.split('[')[0], field)} `{column}`" for field, column in columns.items()
              if not field.startswith("label_columns[")]
     if label_columns:
         parts.append("labels " + ", ".join(f"`{c}`" for c in label_columns) + " (one 0/1 column each)")

@@ -59,9 +59,10 @@ class DataConfig(StrictModel):
     (regression), a list of classes (multi-label), a list of tags per word (token-classification)."""
     label_columns: list[str] | None = None
     """multi-label-classification: several 0/1 columns, one per label, instead of label_column."""
-    prompt_column: str | None = None
+    prompt_column: str | list[str] | None = None
     """causal-lm: column holding each example's prompt (given with completion_column instead of
-    text_column); the loss is taken on the completion only."""
+    text_column); the loss is taken on the completion only. A list of columns makes one prompt
+    of each row's non-empty values, a blank line apart (Dolly: [instruction, context])."""
     completion_column: str | None = None
     """causal-lm: column holding the completion the model learns to write after the prompt."""
     max_length: int = Field(default=160, ge=8)
@@ -91,8 +92,14 @@ class DataConfig(StrictModel):
                               else ("completion_column", "prompt_column"))
             raise ValueError(f"{given} is set but {missing} is not; give both (a prompt/completion pair per row) "
                              "or neither (text_column)")
-        if self.prompt_column is not None and self.prompt_column == self.completion_column:
-            raise ValueError(f"prompt_column and completion_column both name column {self.prompt_column!r}; "
+        prompts = [self.prompt_column] if isinstance(self.prompt_column, str) else self.prompt_column or []
+        if isinstance(self.prompt_column, list) and not prompts:
+            raise ValueError("prompt_column is an empty list; name the prompt's column (or columns)")
+        twice = sorted({c for c in prompts if prompts.count(c) > 1})
+        if twice:
+            raise ValueError(f"prompt_column names {twice} more than once; name each column once")
+        if self.completion_column in prompts:
+            raise ValueError(f"prompt_column and completion_column both name column {self.completion_column!r}; "
                              "the prompt and the completion are two columns")
         return self
 

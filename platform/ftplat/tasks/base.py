@@ -121,7 +121,8 @@ class Task:
             raise ValueError(f"data.text_pair_column applies to sentence-level tasks, not task.type {self.name}; "
                              "remove it")
         for name in ("prompt_column", "completion_column"):
-            if getattr(job.data, name, None) is not None and name not in self.read_columns(job.data):
+            if getattr(job.data, name, None) is not None and not any(
+                    field.split("[")[0] == name for field in self.read_columns(job.data)):
                 reads = ", ".join(f"data.{f} {c!r}" for f, c in self.read_columns(job.data).items())
                 raise ValueError(f"data.{name} applies to task.type causal-lm (prompt/completion pairs), not task.type "
                                  f"{self.name}, which reads {reads}; remove it")

@@ -24,7 +24,7 @@ import logging
 from typing import Any
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import IGNORED_LABEL, column_list
+from ftplat.tasks.base import IGNORED_LABEL, column_list, is_missing_value
 from ftplat.tasks.language_model import LanguageModelTask, check_text_inputs, group_into_blocks
 
 logger = logging.getLogger(__name__)
@@ -56,12 +56,21 @@ class CausalLM(LanguageModelTask):
                              "remove task.chat_template")
 
     def read_columns(self, data: Any) -> dict[str, str]:
+        if isinstance(data.prompt_column, list):
+            return {**{f"prompt_column[{i}]": c for i, c in enumerate(data.prompt_column)},
+                    "completion_column": data.completion_column}
         if data.prompt_column is not None:
             return {"prompt_column": data.prompt_column, "completion_column": data.completion_column}
         return {"text_column": data.text_column}
 
     # --- data ----------------------------------------------------------------------------
     def build_inputs(self, ds: Any, data: Any, split: str | None = None) -> dict[str, list[Any]]:
+        if isinstance(data.prompt_column, list):
+            parts = [column_list(ds, c) for c in data.prompt_column]
+            # A row's empty parts (Dolly's context of an open question) leave no blank lines.
+            prompts = ["\n\n".join(str(v).strip() for v in row if not is_missing_value(v) and str(v).strip())
+                       for row in zip(*parts)]
+            return {"prompt": prompts, "completion": column_list(ds, data.completion_column)}
         if data.prompt_column is not None:
             return {"prompt": column_list(ds, data.prompt_column),
                     "completion": column_list(ds, data.completion_column)}
