@@ -7,7 +7,9 @@ and each trial's ``result.json`` (saved by the sweep driver about every 10 secon
 runs), ftplat's per-trial history and training record, and ``summary.json`` once the sweep
 has ended. A sweep without a summary is *running* while something in its folder changed
 within ``stale_after_s``, else *interrupted* (its driver died: ``--resume`` continues it);
-a sweep with a summary is *finished*, or *failed* when no trial produced a score.
+a sweep with a summary is *finished*, or *failed* when no trial produced a score, unless Tune
+saved its state after the summary (a ``--resume`` running, or stopped before its end): its
+trials are then read live, as ``checkpoints gc`` reads them.
 
 Trials are scored as live retention scores them (``build_live_trial_record``), and the leader
 is chosen by the summary's rule (``scoring``): a finite score, ties to the earlier trial.
@@ -16,26 +18,20 @@ is chosen by the summary's rule (``scoring``): a finite score, ties to the earli
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
 import posixpath
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow.fs as pafs
-from ray.tune.result import TIME_TOTAL_S, TIMESTAMP
 
 from ftplat.checkpoints.gc import read_resumed_since_summary
 from ftplat.errors import UserError
-from ftplat.layout import build_summary_uri, build_sweep_config_uri, build_train_run_uri, build_trial_result_uri
-from ftplat.ray_internals import read_trial_error, read_trial_result_rows, sort_trials_by_creation
-from ftplat.records import CHECKPOINT_NAME_KEY, SweepSummary, TrialRecord, clean_value
+from ftplat.layout import build_summary_uri, build_sweep_config_uri
+from ftplat.records import SweepSummary, TrialRecord, clean_value
 from ftplat.scoring import compute_history_stats, is_finite_score, rank_by_score, scope_score
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
-from ftplat.tune.live_retention import build_live_trial_record, is_history_incomplete
-from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
-from ftplat.tune.summary import build_history_row, build_trial_history
+from ftplat.tune.live_trials import TrialTiming, read_live_trials
 
 #: Longer than the sweep driver ever waits between two saves of Tune's state (every 10 s, or
 #: 19 times what a save takes) while it runs.
@@ -54,15 +50,6 @@ class StorageUsage:
     last_change: float | None
     #: When ``sweep_config.json`` was written: the sweep's start.
     started_at: float | None
-
-
-@dataclass(frozen=True)
-class TrialTiming:
-    started_at: float | None = None
-    #: Seconds the trial ran until its last result (Tune's ``time_total_s``).
-    time_total_s: float | None = None
-    #: Whether it wrote its training record (``trial_result.json``): it trained to its end.
-    completed: bool = False
 
 
 @dataclass(frozen=True)
@@ -215,65 +202,6 @@ def read_storage_usage(sweep_uri: str, attempts: int = 3) -> StorageUsage:
     times = {i.path: i.mtime.timestamp() for i in files if i.mtime is not None}
     return StorageUsage(bytes=sum(i.size or 0 for i in files), files=len(files),
                         last_change=max(times.values(), default=None), started_at=times.get(config_path))
-
-
-def _read_analysis(sweep_uri: str, attempts: int = 3):
-    """Tune's view of the trials (its newest experiment state), None before Tune saved one."""
-    from ray.tune import ExperimentAnalysis
-
-    fs, path = resolve_storage(sweep_uri)
-    # It also loads every trial's results, and warns about each trial that has none yet.
-    tune_logger = logging.getLogger(ExperimentAnalysis.__module__)
-    for attempt in range(attempts):
-        level = tune_logger.level
-        tune_logger.setLevel(logging.ERROR)
-        try:
-            return ExperimentAnalysis(path, storage_filesystem=fs)
-        except json.JSONDecodeError:  # a copy still being written
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.5)
-        except ValueError:  # Tune has saved none yet
-            return None
-        finally:
-            tune_logger.setLevel(level)
-    return None
-
-
-def read_live_trials(sweep_uri: str, config: dict) -> tuple[list[TrialRecord], dict[str, TrialTiming]]:
-    """Every trial Tune's saved state knows, in creation order, with its history so far: the
-    complete history live retention wrote for a finished trial, else Tune's results (with the
-    Trainer state of its latest checkpoint for evaluations before a resume)."""
-    analysis = _read_analysis(sweep_uri)
-    if analysis is None:
-        return [], {}
-    space, job = config["search_space"], config["job"]
-    metric, best_metric = space["objective"]["metric"], job["training"]["metric_for_best_model"]
-    records, timings = [], {}
-    for trial in sort_trials_by_creation(analysis.trials):
-        run_uri = build_train_run_uri(sweep_uri, trial.trial_id)
-        results = read_trial_result_rows(trial) or []
-        # Tune's saved state reads a running trial back as PENDING; its Train run folder (made
-        # when its driver starts) or its results say it started.
-        started = bool(results) or path_exists(run_uri)
-        status = "RUNNING" if trial.status == "PENDING" and started else trial.status
-        # history.json is one source, as live retention reads it: a failed trial that --resume
-        # runs again evaluates past the file its failure left.
-        stored = read_trial_history_file(run_uri) or []
-        tune_rows = [build_history_row(r, (metric, best_metric)) for r in results if r.get(CHECKPOINT_NAME_KEY)]
-        rows, evals = build_trial_history([*stored, *tune_rows]), None
-        if rows and is_history_incomplete(rows):
-            evals = read_trainer_state_evals(run_uri, metric)
-        record = build_live_trial_record(trial.trial_id, status, rows, evals, objective_metric=metric,
-                                         mode=space["objective"]["mode"], scope=space["scope"])
-        record.hyperparameters = {k: clean_value(trial.config[k]) for k in space["parameters"] if k in trial.config}
-        record.error = read_trial_error(trial)
-        records.append(record)
-        last = results[-1] if results else {}
-        timings[trial.trial_id] = TrialTiming(
-            started_at=last[TIMESTAMP] - last[TIME_TOTAL_S] if TIMESTAMP in last and TIME_TOTAL_S in last else None,
-            time_total_s=last.get(TIME_TOTAL_S), completed=path_exists(build_trial_result_uri(run_uri)))
-    return records, timings
 
 
 class UnreadableSweepError(UserError):
