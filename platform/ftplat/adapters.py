@@ -8,9 +8,11 @@ is megabytes where the whole model is gigabytes. Export merges the adapter into 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import warnings
 from typing import Any
 
 from ftplat.errors import UserError
@@ -117,6 +119,16 @@ def build_tied_parameter_names(model: Any) -> set[str]:
     return {n for group in names.values() if len(group) > 1 for n in group}
 
 
+@contextlib.contextmanager
+def quiet_peft_model_warnings():
+    """peft (0.21) reads ``model.is_gradient_checkpointing`` as it wraps a model, which
+    transformers 5 deprecates with a FutureWarning in every worker's log; the attribute's
+    value is all peft needs, and nothing the user can change."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
+
+
 def run_wrap_peft(model: Any, peft_cfg: Any, *, task_type: str | None, new_weights: Any = ()) -> Any:
     """``model`` as a ``PeftModel`` whose adapter, head and randomly initialised modules
     (``new_weights``, see ``build_new_weight_modules``) train, the rest frozen."""
@@ -124,7 +136,8 @@ def run_wrap_peft(model: Any, peft_cfg: Any, *, task_type: str | None, new_weigh
 
     config = build_peft_config(peft_cfg, task_type=task_type, model=model, new_weights=new_weights)
     try:
-        wrapped = peft.get_peft_model(model, config)
+        with quiet_peft_model_warnings():
+            wrapped = peft.get_peft_model(model, config)
     except ValueError as exc:
         # peft names the target modules it could not find; the fix is the config's.
         raise UserError(f"model.peft: {exc}") from None
@@ -155,14 +168,16 @@ def build_merged_model(base_model: Any, adapter_dir: str) -> Any:
     its weights: a plain transformers model that ``from_pretrained`` loads alone."""
     import peft
 
-    return peft.PeftModel.from_pretrained(base_model, adapter_dir).merge_and_unload()
+    with quiet_peft_model_warnings():
+        return peft.PeftModel.from_pretrained(base_model, adapter_dir).merge_and_unload()
 
 
 def build_adapter_model(base_model: Any, adapter_dir: str) -> Any:
     """``base_model`` with the adapter of ``adapter_dir`` loaded for inference (not merged)."""
     import peft
 
-    model = peft.PeftModel.from_pretrained(base_model, adapter_dir)
+    with quiet_peft_model_warnings():
+        model = peft.PeftModel.from_pretrained(base_model, adapter_dir)
     model.eval()
     return model
 

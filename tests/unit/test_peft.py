@@ -303,3 +303,18 @@ def test_the_export_card_names_the_winners_searched_adapter_settings(adapter_che
     assert record["weights"]["peft"]["r"] == 4
     card = (tmp_path / "out" / "README.md").read_text()
     assert "r 4" in card and "r 16" not in card
+
+
+def test_wrapping_and_merging_log_no_library_deprecation_warnings(tiny_model_dir, tmp_path):
+    """peft reads transformers' deprecated is_gradient_checkpointing in every worker and at export."""
+    import warnings
+
+    from ftplat.adapters import build_merged_model
+
+    job = JobConfig.model_validate({"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "lora", "r": 4}}})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = build_model(job)
+        model.save_pretrained(tmp_path / "adapter")
+        build_merged_model(build_task(job).build_model(job.model), str(tmp_path / "adapter"))
+    assert not [w for w in caught if "is_gradient_checkpointing" in str(w.message)]

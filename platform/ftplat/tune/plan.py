@@ -50,7 +50,7 @@ def read_parameter_count(job: JobConfig) -> ParameterCount:
     import torch
     import transformers
 
-    from ftplat.adapters import build_peft_config, count_parameters
+    from ftplat.adapters import build_peft_config, count_parameters, quiet_peft_model_warnings
 
     name = job.model.name_or_path
     try:
@@ -67,7 +67,8 @@ def read_parameter_count(job: JobConfig) -> ParameterCount:
     try:
         import peft
 
-        adapter = peft.get_peft_model(model, build_peft_config(job.model.peft, task_type=None, model=model))
+        with quiet_peft_model_warnings():
+            adapter = peft.get_peft_model(model, build_peft_config(job.model.peft, task_type=None, model=model))
         trainable, _ = count_parameters(adapter)
     except Exception as exc:  # noqa: BLE001 - an adapter the meta model refuses leaves the size unknown
         return ParameterCount(total=total, unknown=f"the model.peft adapter could not be sized ({exc})")
