@@ -62,6 +62,15 @@ def test_a_searched_method_keeps_the_lora_fields_for_its_lora_trials(tiny_model_
     assert set(space.parameters) == {"model.peft.method", "model.peft.r"}
     ia3_trial = JobConfig.model_validate(set_dotted(job.model_dump(), {"model.peft.method": "ia3", "model.peft.r": 4}))
     assert ia3_trial.model.peft.method == "ia3"
+    # An ia3 job whose LoRA trials (a searched method) take the LoRA values the user wrote:
+    # its dumps (each trial's config, sweep_config.json) keep them, and r can be searched too.
+    job, space = build_sweep_configs(
+        {"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "ia3", "r": 16, "lora_alpha": 32}}},
+        {"parameters": {"model.peft.method": {"type": "choice", "values": ["ia3", "lora"]},
+                        "model.peft.r": {"type": "choice", "values": [4, 16]}}})
+    lora_trial = JobConfig.model_validate(set_dotted(job.model_dump(), {"model.peft.method": "lora"}))
+    assert (lora_trial.model.peft.r, lora_trial.model.peft.lora_alpha) == (16, 32.0)
+    assert build_sweep_configs(job.model_dump(mode="json"), space.model_dump(mode="json"))[0] == job
 
 
 def test_peft_and_trainable_patterns_refused_together():

@@ -11,6 +11,8 @@ from ftplat.config.base import StrictModel
 
 #: Fields that only LoRA and DoRA have (IA3 learns scaling vectors, no rank).
 LORA_ONLY_FIELDS = ("r", "lora_alpha", "lora_dropout")
+#: The serialization context key that dumps every field of an ia3 adapter too.
+ALL_FIELDS = "all_fields"
 
 
 class PeftConfig(StrictModel):
@@ -34,13 +36,17 @@ class PeftConfig(StrictModel):
     (``classifier``/``score``; peft's choice for the head classes it knows)."""
 
     @model_serializer(mode="wrap")
-    def _applying_fields(self, handler):
-        """A dump (a trial's config, sweep_config.json, MLflow's params) holds only the fields
-        that apply: IA3 has no rank, scaling or adapter dropout."""
+    def _applying_fields(self, handler, info):
+        """A dump (a trial's config, sweep_config.json, MLflow's params) of an ia3 adapter
+        leaves out the LoRA fields nobody wrote: IA3 has no rank, scaling or adapter dropout,
+        and their defaults would read as written. Those written stay, for the LoRA trials of a
+        searched method. ``context={ALL_FIELDS: True}`` dumps every field (the search space's
+        paths are checked against it)."""
         data = handler(self)
-        if self.method == "ia3":
+        if self.method == "ia3" and not (info.context or {}).get(ALL_FIELDS):
             for name in LORA_ONLY_FIELDS:
-                data.pop(name, None)
+                if name not in self.model_fields_set:
+                    data.pop(name, None)
         return data
 
     @model_validator(mode="after")

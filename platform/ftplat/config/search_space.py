@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from ftplat.config.peft_config import ALL_FIELDS
 from ftplat.config.schema import JobConfig, StrictModel, check_task_metric, normalize_eval_metric
 from ftplat.config.yaml_input import FLOAT_TEXT_RE
 from ftplat.tasks import build_task
@@ -253,7 +254,7 @@ def read_per_sweep_reason(path: str) -> str | None:
 
 def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
     """Raise ``ValueError`` naming the parameter when a path or range does not fit ``job``."""
-    job_dict = job.model_dump()
+    job_dict = job.model_dump(context={ALL_FIELDS: True})  # every field a path may name
     for path, param in space.parameters.items():
         node: Any = job_dict
         parts = path.split(".")
