@@ -194,16 +194,16 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     assert f"mlflow=={version('mlflow')}" in requirements
     assert any(r.startswith("torch==") for r in requirements) and "torch" not in requirements
     assert info.saved_input_example_info is not None
-    rows = model.predict(["i love this movie", "i hate this movie"])
+    good, dull = "i love this movie", "a dull tedious film, boring and long"
+    rows = model.predict([good, dull])
     assert len(rows) == 2 and all(set(r) == {"label", "score"} for r in rows)
     # A table's text column is read wherever it stands (an unnamed string schema made MLflow
     # keep the first column: the title was classified), and a dict of columns is columns.
     import pandas as pd
 
     assert rows[0] != rows[1], "the check below needs the two texts told apart"
-    assert model.predict(pd.DataFrame({"title": ["i hate this movie"] * 2, "text": ["i love this movie"] * 2,
-                                       "id": [1, 2]})) == [rows[0]] * 2
-    assert model.predict({"text": ["i love this movie", "i hate this movie"]}) == rows
+    assert model.predict(pd.DataFrame({"title": [dull] * 2, "text": [good] * 2, "id": [1, 2]})) == [rows[0]] * 2
+    assert model.predict({"text": [good, dull]}) == rows
 
     # ftplat travels in the model: a fresh process loads the model's copy of the package
     # (MLflow puts the model's code first on sys.path), not the one installed here.
@@ -249,3 +249,19 @@ def test_pyfunc_inputs_read_columns_as_mlflows_rest_server_passes_them():
     assert build_pyfunc_inputs({"text": np.array(["a", "b"])}) == ["a", "b"]
     assert build_pyfunc_inputs({"text": np.array(["a"]), "text_pair": np.array(["b"])}) == [{"text": "a",
                                                                                              "text_pair": "b"}]
+
+
+def test_the_model_refuses_inputs_unlike_what_it_was_trained_on():
+    """As predict does: a pair to a single-text model, a lone text to a pair model (the
+    registered folder's ftplat_task.json says which); a model that does not say takes both."""
+    from ftplat.tasks import build_task
+
+    pair = {"text": "a man plays", "text_pair": "someone plays"}
+    with pytest.raises(ValueError, match=r"^input 2 is a sentence pair \(text and text_pair\), but the model takes "
+                                         r"one text per input$"):
+        build_task({"type": "text-classification", "text_pair": False}).check_pair_inputs(["a text", pair])
+    with pytest.raises(ValueError, match=r"^input 1 is one text, but the model was trained on sentence pairs"):
+        build_task({"type": "regression", "text_pair": True}).check_pair_inputs(["a text", pair])
+    build_task({"type": "text-classification"}).check_pair_inputs(["a text", pair])
+    with pytest.raises(ValueError, match="input 1 is a sentence pair"):
+        build_task({"type": "token-classification"}).check_pair_inputs([pair])

@@ -282,6 +282,14 @@ def test_a_tab_separates_a_pair_only_for_a_model_trained_on_pairs(models, tmp_pa
     code, _, err = run_predict(capsys, single, "--file", tmp_path / "pairs.jsonl")
     assert code == 2 and err[0].endswith("is a sentence pair (a JSON line's text_pair) but the model takes one text "
                                          "per input (trained on single texts)")
+    # A JSON line's text is never split at its TAB; a pair model needs its text_pair
+    (tmp_path / "tab.jsonl").write_text('{"text": "great\\tmovie", "text_pair": "fun"}\n')
+    [row] = run_predict_json(capsys, pair, "--file", tmp_path / "tab.jsonl")
+    assert (row["text"], row["text_pair"]) == ("great\tmovie", "fun")
+    (tmp_path / "lone.jsonl").write_text('{"text": "great movie"}\n')
+    code, _, err = run_predict(capsys, pair, "--file", tmp_path / "lone.jsonl")
+    assert code == 2 and err == [f'error: --file {tmp_path / "lone.jsonl"} line 1 has no "text_pair", but the model '
+                                 "was trained on sentence pairs"]
     [row] = run_predict_json(capsys, models["token-classification"], "john\tparis")  # one text, TAB and all
     assert row["text"] == "john\tparis"
     [row] = run_predict_json(capsys, models["text-classification"], "great\tmovie")  # not recorded: a pair

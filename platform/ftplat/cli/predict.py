@@ -34,8 +34,9 @@ def build_text_input(line: str, where: str) -> str | dict[str, str]:
     return {"text": text.strip(), "text_pair": pair.strip()}
 
 
-def build_jsonl_input(line: str, where: str) -> str | dict[str, str]:
-    """The input of one ``.jsonl`` line: an object with ``text`` and an optional ``text_pair``."""
+def build_jsonl_input(line: str, where: str) -> dict[str, str]:
+    """The input of one ``.jsonl`` line: an object with ``text`` and an optional ``text_pair``
+    (a dict either way: its text is never split at a TAB)."""
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -45,7 +46,7 @@ def build_jsonl_input(line: str, where: str) -> str | dict[str, str]:
                         '(e.g. {"text": "...", "text_pair": "..."})')
     pair = obj.get("text_pair")
     if pair is None:
-        return obj["text"]
+        return {"text": obj["text"]}
     if not isinstance(pair, str) or not pair.strip():
         raise UserError(f'{where}: "text_pair" is not a non-empty string')
     return {"text": obj["text"], "text_pair": pair}
@@ -121,9 +122,10 @@ def build_argument_input(text: str, number: int) -> tuple[str, str]:
 
 
 def build_model_inputs(located: list[tuple[str, str | dict[str, str]]], task: Any) -> list[str | dict[str, str]]:
-    """The inputs as the model reads them. A TAB separates a sentence pair for a model that
-    reads pairs; a model trained on single texts (its export says so) reads the line whole, TAB
-    included, and refuses a JSON line's text_pair; a pair model refuses a line without one."""
+    """The inputs as the model reads them. A text line's TAB separates a sentence pair for a
+    model that reads pairs; a model trained on single texts (its export says so) reads the line
+    whole, TAB included. A JSON line's text is never split. A pair to a single-text model and a
+    lone text to a pair model are refused, naming the input."""
     reads_pairs = task.accepts_text_pair and task.settings.text_pair is not False
     inputs = []
     for where, item in located:
@@ -132,6 +134,10 @@ def build_model_inputs(located: list[tuple[str, str | dict[str, str]]], task: An
             if task.settings.text_pair and isinstance(item, str):
                 raise UserError(f"{where} has no TAB, but the model was trained on sentence pairs: give "
                                 "TEXT<TAB>TEXT_PAIR (or a .jsonl line with text and text_pair)")
+        elif "text_pair" not in item:
+            if task.settings.text_pair:
+                raise UserError(f'{where} has no "text_pair", but the model was trained on sentence pairs')
+            item = item["text"]
         elif not reads_pairs:
             why = f"a {task.name} model" if not task.accepts_text_pair else "trained on single texts"
             raise UserError(f"{where} is a sentence pair (a JSON line's text_pair) but the model takes one text per "

@@ -315,6 +315,19 @@ class Task:
         logged with, and its output signature is inferred from."""
         return ["i love this movie", "a dull and tedious film"]
 
+    def check_pair_inputs(self, inputs: list[Any]) -> None:
+        """ValueError naming the first input (from 1) that is a sentence pair for a model
+        trained on single texts, or a lone text for a model trained on pairs (as its export's
+        ``text_pair`` says; a model that does not say takes either)."""
+        for number, item in enumerate(inputs, start=1):
+            is_pair = isinstance(item, dict) and item.get("text_pair") is not None
+            if is_pair and (self.settings.text_pair is False or not self.accepts_text_pair):
+                raise ValueError(f"input {number} is a sentence pair (text and text_pair), but the model takes one "
+                                 "text per input")
+            if not is_pair and self.settings.text_pair:
+                raise ValueError(f"input {number} is one text, but the model was trained on sentence pairs: give "
+                                 "text and text_pair")
+
     def run_predict(self, pipe: Any, inputs: list[Any], *, batch_size: int = 32) -> list[dict[str, Any]]:
         """Predictions for ``inputs`` (texts, or ``{"text", "text_pair"}`` dicts), JSON-ready."""
         results = pipe(inputs, batch_size=batch_size, **self.build_predict_call_kwargs())

@@ -184,7 +184,9 @@ class TaskPipelineModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input, params=None):
         batch_size = int((params or {}).get("batch_size") or DEFAULT_BATCH_SIZE)
-        return self.task.run_predict(self.pipe, build_pyfunc_inputs(model_input), batch_size=batch_size,
+        inputs = build_pyfunc_inputs(model_input)
+        self.task.check_pair_inputs(inputs)
+        return self.task.run_predict(self.pipe, inputs, batch_size=batch_size,
                                      **build_generation_params(self.task, params))
 
 
