@@ -60,3 +60,21 @@ def test_a_rotary_model_and_a_long_context_are_left_to_the_user(tmp_path, sentim
     job = job_of(llama, sentiment_data_dir, 16384, type="causal-lm")
     assert job.data.max_length == 16384  # no fixed cap in the schema (it was 8192)
     assert build_tokenized_tables(job).tables["train"].num_rows == 16
+
+
+@pytest.mark.parametrize("config, kwargs, expected", [
+    ("BertConfig", {"max_position_embeddings": 512}, (512, "its config's max_position_embeddings")),
+    # position ids start after the padding index: 514 rows read 512 tokens
+    ("RobertaConfig", {"max_position_embeddings": 514, "pad_token_id": 1},
+     (512, "its config's max_position_embeddings less the padding offset")),
+    ("GPT2Config", {"n_positions": 1024}, (1024, "its config's max_position_embeddings")),  # an alias
+    ("DebertaV2Config", {"max_position_embeddings": 512, "position_biased_input": False}, None),  # relative
+    ("BertConfig", {"position_embedding_type": "relative_key"}, None),
+    ("LlamaConfig", {}, None),  # rotary
+])
+def test_learned_position_limits(config, kwargs, expected):
+    import transformers
+
+    from ftplat.data.tokenizer import read_learned_position_limit
+
+    assert read_learned_position_limit(getattr(transformers, config)(**kwargs)) == expected

@@ -34,6 +34,30 @@ def build_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
 
 #: ``model_max_length`` of a tokenizer that states no limit (transformers' VERY_LARGE_INTEGER).
 UNSTATED_LIMIT = 10**12
+#: Model types whose position ids start after the padding index (RoBERTa's
+#: ``create_position_ids_from_input_ids``): 514 position rows read 512 tokens.
+PADDING_OFFSET_TYPES = frozenset({"camembert", "data2vec-text", "esm", "ibert", "longformer", "luke", "mpnet",
+                                  "roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "xmod"})
+
+
+def read_learned_position_limit(config) -> tuple[int, str] | None:
+    """Tokens a model's learned absolute positions can number, and the config field that says
+    so; None for a model without them (rotary, relative like DeBERTa's and T5's)."""
+    if any(getattr(config, a, None) is not None for a in ("rope_theta", "rope_scaling", "rope_parameters",
+                                                          "relative_attention_num_buckets")):
+        return None
+    if getattr(config, "position_biased_input", True) is False:  # DeBERTa: relative positions only
+        return None
+    if getattr(config, "position_embedding_type", "absolute") != "absolute":
+        return None
+    for attr in ("max_position_embeddings", "n_positions"):
+        rows = getattr(config, attr, None)
+        if isinstance(rows, int):
+            if getattr(config, "model_type", None) in PADDING_OFFSET_TYPES:
+                offset = (getattr(config, "pad_token_id", None) or 0) + 1
+                return rows - offset, f"its config's {attr} less the padding offset"
+            return rows, f"its config's {attr}"
+    return None
 
 
 def check_max_length_fits(data: DataConfig, model: ModelConfig, tokenizer: PreTrainedTokenizerBase) -> None:
@@ -41,10 +65,9 @@ def check_max_length_fits(data: DataConfig, model: ModelConfig, tokenizer: PreTr
     causal-lm blocks and long texts are exactly that long, and a model with learned absolute
     positions fails on them in every trial (``The size of tensor a (1024) must match...``).
 
-    The limit is the tokenizer's ``model_max_length`` when it states one (RoBERTa's 512 of 514
-    position rows, which start after the padding index), else the config's learned positions
-    (``max_position_embeddings``, GPT-2's ``n_positions``); a rotary model (Llama) has no
-    learned positions to run out of and is left to the user.
+    The limit is the tokenizer's ``model_max_length`` when it states one, else the config's
+    learned absolute positions (``read_learned_position_limit``); a model without them (rotary
+    like Llama, relative like DeBERTa) is left to the user.
     """
     limit, where = None, ""
     if 0 < (tokenizer.model_max_length or 0) < UNSTATED_LIMIT:
@@ -54,11 +77,7 @@ def check_max_length_fits(data: DataConfig, model: ModelConfig, tokenizer: PreTr
             config = AutoConfig.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code)
         except (OSError, ValueError):  # the weights' loading names what is wrong with the model
             return
-        rotary = any(getattr(config, a, None) is not None for a in ("rope_theta", "rope_scaling", "rope_parameters"))
-        for attr in ("max_position_embeddings", "n_positions"):
-            if not rotary and isinstance(getattr(config, attr, None), int):
-                limit, where = getattr(config, attr), f"its config's {attr}"
-                break
+        limit, where = read_learned_position_limit(config) or (None, "")
     if limit is not None and data.max_length > limit:
         raise UserError(f"data.max_length is {data.max_length}, but model.name_or_path {model.name_or_path!r} reads "
                         f"at most {limit} tokens ({where}); set data.max_length to {limit} or less")

@@ -172,5 +172,6 @@ class Regression(Task):
     def build_usage_example(self, text_pair: bool = False) -> list[str]:
         return ["from transformers import pipeline",
                 f'pipe = pipeline("{self.pipeline_task}", model="<this directory>", function_to_apply="none")',
-                f'pipe({build_usage_inputs(["A man is playing a guitar."], text_pair)}{self.build_usage_truncation()})  '
+                f'pipe({build_usage_inputs(["A man is playing a guitar."], text_pair)}'
+                f'{self.build_usage_truncation()})  '
                 '# [{"label": "LABEL_0", "score": <the predicted value>}]']

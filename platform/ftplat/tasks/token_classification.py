@@ -283,9 +283,11 @@ class TokenClassification(Task):
         return ", ".join(f"{e['entity']}:{e['word']}" for e in prediction["entities"]) or "-"
 
     def build_usage_example(self, text_pair: bool = False) -> list[str]:
-        stride = "" if self.settings.max_length is None else f", stride={build_window_overlap(self.settings.max_length)}"
+        length = self.settings.max_length
+        stride = "" if length is None else f", stride={build_window_overlap(length)}"
         lines = ["from transformers import pipeline",
-                 f'ner = pipeline("{self.pipeline_task}", model="<this directory>", aggregation_strategy="first"{stride})']
+                 f'ner = pipeline("{self.pipeline_task}", model="<this directory>", '
+                 f'aggregation_strategy="first"{stride})']
         if self.settings.max_length is not None:
             lines.append(f"ner.tokenizer.model_max_length = {self.settings.max_length}  # the length it trained on")
         return lines + ['ner(["John Smith lives in Paris"])  # [[{"entity_group": "PER", "word": "john smith", ...}]]']
