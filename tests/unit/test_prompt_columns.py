@@ -64,3 +64,13 @@ def test_the_shipped_dolly_recipe_reads_the_context():
 
     recipe = yaml.safe_load((Path(__file__).resolve().parents[2] / "jobs/configs/causal_lm_dolly.yaml").read_text())
     assert recipe["data"]["prompt_column"] == ["instruction", "context"]
+
+
+def test_a_listed_column_of_non_text_values_is_refused_naming_it(tmp_path):
+    from ftplat.errors import UserError
+
+    job = job_of(tmp_path, prompt_column=["instruction", "response"], completion_column="context")
+    with pytest.raises(UserError, match=r"^data\.prompt_column\[1\] 'id' of split 'train' holds non-text values "
+                                        r"\(row 0: int 7\)"):
+        build_task(job).build_inputs(pa.table({**ROWS, "id": [7, 8]}), job.data.model_copy(
+            update={"prompt_column": ["instruction", "id"]}), "train")

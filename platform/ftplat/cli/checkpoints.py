@@ -88,7 +88,8 @@ def run_record_gc(sweep_uri: str, summary, plan) -> None:
     winner = summary.winner and dataclasses.replace(
         summary.winner, best_checkpoint=current(summary.winner.trial_id, summary.winner.best_checkpoint))
     counts = {a: sum(1 for x in plan if x.action == a) for a in sorted({x.action for x in plan})}
-    summary = dataclasses.replace(summary, trials=trials, winner=winner, checkpoint_gc=counts)
+    # The policy applied: a failure of the sweep's own final pass, recorded for this, is over.
+    summary = dataclasses.replace(summary, trials=trials, winner=winner, checkpoint_gc=counts, retention_error=None)
     try:
         summary = build_sweep_cost(summary, *read_folder_bytes(sweep_uri))
     except OSError as exc:  # what the sweep keeps is information; the gc itself is done

@@ -67,9 +67,14 @@ class CausalLM(LanguageModelTask):
     def build_inputs(self, ds: Any, data: Any, split: str | None = None) -> dict[str, list[Any]]:
         if isinstance(data.prompt_column, list):
             parts = [column_list(ds, c) for c in data.prompt_column]
+            for i, (column, values) in enumerate(zip(data.prompt_column, parts)):
+                row = next((r for r, v in enumerate(values) if not isinstance(v, str) and not is_missing_value(v)), None)
+                if row is not None:
+                    raise UserError(f"data.prompt_column[{i}] {column!r} of split {split!r} holds non-text values "
+                                    f"(row {row}: {type(values[row]).__name__} {values[row]!r:.40}); name columns "
+                                    "of texts")
             # A row's empty parts (Dolly's context of an open question) leave no blank lines.
-            prompts = ["\n\n".join(str(v).strip() for v in row if not is_missing_value(v) and str(v).strip())
-                       for row in zip(*parts)]
+            prompts = ["\n\n".join(v.strip() for v in row if isinstance(v, str) and v.strip()) for row in zip(*parts)]
             return {"prompt": prompts, "completion": column_list(ds, data.completion_column)}
         if data.prompt_column is not None:
             return {"prompt": column_list(ds, data.prompt_column),
