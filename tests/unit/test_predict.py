@@ -88,6 +88,22 @@ def test_the_task_is_read_from_config_json(models, kind):
     assert build_task_for_model_dir(str(models[kind])).name == kind
 
 
+def test_a_model_without_a_task_head_is_refused_not_served_with_a_random_one(tiny_model_dir, tmp_path, capsys):
+    """A base model (BertModel, as a sentence-transformers folder is) predicted with a head
+    built at random: a different answer each run, exit 0."""
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    config = json.loads((base / "config.json").read_text())
+    (base / "config.json").write_text(json.dumps({**config, "architectures": ["BertModel"]}))
+    code, out, err = run_predict(capsys, base, "good movie")
+    assert code == 2 and out == [] and len(err) == 1
+    assert err[0].startswith(f"error: MODEL_DIR {str(base)!r}: its ftplat_task.json or config.json does not name a "
+                             "task ftplat serves (ValueError: its config.json names ['BertModel'], a model without a "
+                             "task head")
+
+
 def test_the_task_file_wins_over_config_json(models, tmp_path):
     import shutil
 

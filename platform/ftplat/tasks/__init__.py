@@ -70,6 +70,11 @@ def build_task_for_model_dir(model_dir: str) -> Task:
     # GPT-2 and its kin name their head LMHeadModel.
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in architectures):
         return build_task("causal-lm")
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        # A base model (BertModel): a head built here would be random, its predictions noise.
+        raise ValueError(f"its config.json names {architectures}, a model without a task head (no "
+                         "...ForSequenceClassification, ...ForTokenClassification, ...ForMaskedLM or ...ForCausalLM); "
+                         "fine-tune it in a sweep and predict with the export")
     problem = config.get("problem_type")
     if problem == "regression" or (problem is None and config.get("num_labels", len(config.get("id2label") or {})) == 1):
         return build_task("regression")
