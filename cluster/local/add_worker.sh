@@ -116,5 +116,5 @@ until grep -q "Ray runtime started" "$STATE_DIR/worker-$N.log" 2>/dev/null; do
     fi
     sleep 1
 done
-((QUIET)) || log "worker node $N joined (pid $LAUNCHED_PID); 'ray status --address $GCS_ADDRESS' lists it"
+((QUIET)) || log "worker node $N joined (pid $LAUNCHED_PID); 'RAY_AUTH_MODE=token ray status --address $GCS_ADDRESS' lists it"
 echo "worker node $N: ${NUM_CPUS} CPUs, ${NUM_GPUS} GPUs, pid $LAUNCHED_PID, log $STATE_DIR/worker-$N.log"

@@ -198,6 +198,17 @@ TOKEN_WHERE="$(default_token_path)"
 if [[ -n "${RAY_AUTH_TOKEN:-}" ]]; then
     TOKEN_WHERE="the RAY_AUTH_TOKEN this script was started with; export it for clients and add_worker.sh"
 fi
+# The first job: the CPU recipe, on the offline copies beside the checkout when they are there,
+# else on the hub. A job runs in an uploaded copy of the repository that Ray deletes after it:
+# model, data, storage and the MLflow store are given as absolute paths outside it.
+SHARED="$(cd "$REPO/.." && pwd)/shared"
+MODEL="sentence-transformers/all-MiniLM-L6-v2"
+DATA="stanfordnlp/imdb"
+if [[ -d "$SHARED/models/all-MiniLM-L6-v2" && -d "$SHARED/data/imdb" ]]; then
+    MODEL="$SHARED/models/all-MiniLM-L6-v2"
+    DATA="$SHARED/data/imdb"
+fi
+RESULTS="$HOME/ftplat_results"
 STOP_ARGS=""
 if [[ "$STATE_DIR" != "$FTPLAT_DEFAULT_STATE_DIR" ]]; then
     STOP_ARGS=" --state-dir $STATE_DIR"
@@ -216,9 +227,13 @@ Submit a sweep (from the repository root, $REPO):
   $AUTH_ENV ray job submit --address $DASHBOARD_URL \\
       --submission-id "imdb-local-\$(date +%Y%m%d-%H%M%S)" \\
       --working-dir . --runtime-env cluster/local/runtime_env.yaml \\
-      -- python jobs/imdb_sweep.py --name imdb-local search.num_samples=4
+      -- python jobs/imdb_sweep.py --config jobs/configs/imdb_cpu.yaml \\
+         --search-space search_spaces/imdb_cpu.yaml --name "imdb-local-\$(date +%Y%m%d-%H%M%S)" \\
+         --model $MODEL --dataset $DATA \\
+         --storage $RESULTS tracking.tracking_uri=sqlite:///$RESULTS/mlflow.db
 
   $AUTH_ENV ray job list --address $DASHBOARD_URL
+  $AUTH_ENV ray job logs --address $DASHBOARD_URL <submission id> --follow
   $AUTH_ENV ray status --address $GCS_ADDRESS
 
 Add a worker node:  cluster/local/add_worker.sh$STOP_ARGS --num-cpus 2

@@ -47,6 +47,8 @@ class LocalCluster:
     gcs_address: str
     token: str
     head_pid: int
+    #: What start.sh printed: the addresses and the commands to run.
+    printed: str = ""
 
     def auth_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
@@ -108,7 +110,7 @@ def local_cluster():
         head_pid = int(info["HEAD_PID"])
         assert (info["TOKEN_PATH"], info["TOKEN_FROM_ENV"]) == (str(token_path), "0")
         yield LocalCluster(state_dir=state_dir, env=env, dashboard_url=info["DASHBOARD_URL"],
-                           gcs_address=info["GCS_ADDRESS"], token=token, head_pid=head_pid)
+                           gcs_address=info["GCS_ADDRESS"], token=token, head_pid=head_pid, printed=started.stdout)
     finally:
         if head_pid is None and (state_dir / "head.pid").exists():
             head_pid = int((state_dir / "head.pid").read_text())
@@ -129,6 +131,29 @@ def test_start_script_prints_how_to_submit(local_cluster):
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(f"{local_cluster.dashboard_url}/api/jobs/", timeout=10)
     assert err.value.code == 401
+
+
+def test_the_printed_first_job_is_a_sweep_that_runs_here(local_cluster, tmp_path):
+    """The job start.sh prints (the CPU recipe, with absolute model, data, storage and MLflow
+    paths outside the job's upload) passes its dry run as printed: the default job it printed
+    before needed the hub and a GPU-sized budget."""
+    lines = local_cluster.printed.splitlines()
+    start = next(i for i, line in enumerate(lines) if "ray job submit" in line)
+    end = next(i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\"))
+    command = " ".join(line.rstrip().rstrip("\\").strip() for line in lines[start:end + 1])
+    entrypoint = command.split(" -- ", 1)[1]
+    assert entrypoint.startswith("python jobs/imdb_sweep.py --config jobs/configs/imdb_cpu.yaml")
+    for flag in ("--model", "--dataset", "--storage"):
+        value = entrypoint.split(f"{flag} ", 1)[1].split()[0]
+        assert value.startswith("/") or "/" in value and not value.startswith("."), (flag, value)
+    env = {k: v for k, v in local_cluster.env.items() if k != "RAY_ADDRESS"}
+    env.update(HOME=str(tmp_path), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    if "/shared/models/" not in entrypoint:
+        pytest.skip("the offline model and data are not beside this checkout: the printed job reads the hub")
+    checked = subprocess.run(["bash", "-c", f"{entrypoint} --dry-run"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=600)
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert "trials: 4 (optuna" in checked.stdout
 
 
 def test_submitted_job_imports_the_uploaded_ftplat(local_cluster):
