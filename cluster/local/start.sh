@@ -227,7 +227,7 @@ Submit a sweep (from the repository root, $REPO):
   $AUTH_ENV ray job submit --address $DASHBOARD_URL \\
       --submission-id "imdb-local-\$(date +%Y%m%d-%H%M%S)" \\
       --working-dir . --runtime-env cluster/local/runtime_env.yaml \\
-      -- python jobs/imdb_sweep.py --config jobs/configs/imdb_cpu.yaml \\
+      -- env FTPLAT_GIT_COMMIT=\$(git rev-parse HEAD) python jobs/imdb_sweep.py --config jobs/configs/imdb_cpu.yaml \\
          --search-space search_spaces/imdb_cpu.yaml --name "imdb-local-\$(date +%Y%m%d-%H%M%S)" \\
          --model $MODEL --dataset $DATA \\
          --storage $RESULTS tracking.tracking_uri=sqlite:///$RESULTS/mlflow.db

@@ -142,7 +142,8 @@ def test_the_printed_first_job_is_a_sweep_that_runs_here(local_cluster, tmp_path
     end = next(i for i in range(start, len(lines)) if not lines[i].rstrip().endswith("\\"))
     command = " ".join(line.rstrip().rstrip("\\").strip() for line in lines[start:end + 1])
     entrypoint = command.split(" -- ", 1)[1]
-    assert entrypoint.startswith("python jobs/imdb_sweep.py --config jobs/configs/imdb_cpu.yaml")
+    assert entrypoint.startswith("env FTPLAT_GIT_COMMIT=$(git rev-parse HEAD) python jobs/imdb_sweep.py --config "
+                                 "jobs/configs/imdb_cpu.yaml")
     for flag in ("--model", "--dataset", "--storage"):
         value = entrypoint.split(f"{flag} ", 1)[1].split()[0]
         assert value.startswith("/") or "/" in value and not value.startswith("."), (flag, value)

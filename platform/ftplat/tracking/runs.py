@@ -144,6 +144,26 @@ def check_tracking_reachable(cfg: TrackingConfig) -> str:
     return uri
 
 
+#: The commit of the code a sweep runs, for a copy without its git history (``ray job submit``
+#: uploads the working tree without ``.git``): ``FTPLAT_GIT_COMMIT=$(git rev-parse HEAD)``.
+GIT_COMMIT_ENV = "FTPLAT_GIT_COMMIT"
+
+
+def read_git_commit() -> str | None:
+    """The commit of the ftplat code running: ``$FTPLAT_GIT_COMMIT``, else the HEAD of the git
+    checkout holding this package (never the current directory's repository, which may be
+    another project's), else None (an installed package, an uploaded copy)."""
+    if os.environ.get(GIT_COMMIT_ENV, "").strip():
+        return os.environ[GIT_COMMIT_ENV].strip()
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=package_dir)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit.stdout.strip() if commit.returncode == 0 else None
+
+
 def build_run_tags(sweep_name: str, *, dashboard_url: str | None) -> dict[str, str]:
     tags = {"ftplat.sweep": sweep_name}
     job_config = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
@@ -153,12 +173,9 @@ def build_run_tags(sweep_name: str, *, dashboard_url: str | None) -> dict[str, s
             tags["ray.job_submission_id"] = submission
     if dashboard_url:
         tags["ray.dashboard_url"] = dashboard_url if "://" in dashboard_url else f"http://{dashboard_url}"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        if commit.returncode == 0:
-            tags["mlflow.source.git.commit"] = commit.stdout.strip()
-    except OSError:
-        pass
+    commit = read_git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
     for name, version in collect_versions().items():
         tags[f"version.{name}"] = str(version)
     return tags
