@@ -48,3 +48,25 @@ def test_a_directory_is_named_as_one(tmp_path, option):
     with pytest.raises(ConfigError) as err:
         load_sweep_configs(*args)
     assert str(err.value) == f"{option} {str(tmp_path)!r} is a directory; give the YAML file in it"
+
+
+def test_an_override_that_breaks_a_field_is_named_not_the_file_that_holds_a_valid_value():
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from ftplat.config.loading import build_sweep_configs
+
+    repo = Path(__file__).resolve().parents[2]
+    job, space = repo / "jobs/configs/imdb_cpu.yaml", repo / "search_spaces/imdb_cpu.yaml"
+    with pytest.raises(ConfigError, match=r"^override training\.learning_rate=-1: training\.learning_rate: Input "
+                                          r"should be greater than 0$"):
+        load_sweep_configs(job, space, ["training.learning_rate=-1"])
+    with pytest.raises(ConfigError, match=r"^override search\.num_samples=0: num_samples: "):
+        load_sweep_configs(job, space, ["search.num_samples=0"])
+    # The file's own bad value, beside an unrelated override, is the file's
+    data = yaml.safe_load(job.read_text())
+    data["training"]["learning_rate"] = -1
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(job))}: training\\.learning_rate: "):
+        build_sweep_configs(data, {}, ["training.seed=3"], job_source=str(job))

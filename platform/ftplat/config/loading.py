@@ -41,14 +41,34 @@ def _quote_hint(value: Any) -> str:
             f"\"'{shown}'\" after the = of an override)")
 
 
+def build_error_path(err: dict[str, Any]) -> str:
+    """The YAML path of one pydantic error (empty for a rule across sections)."""
+    loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
+    # Discriminated unions put the tag name in the path; it is not a YAML key.
+    return ".".join(p for p in loc if p not in {"loguniform", "uniform", "int", "choice", "fifo", "asha"})
+
+
+def build_blamed_source(exc: ValidationError, overrides: list[str], source: str, shown_prefix: str = "") -> str:
+    """What an error message names as its input: the ``key=value`` overrides that set the
+    fields it is about (a file that holds a valid value is not to blame), as the user wrote
+    them (``shown_prefix``: ``search.``), else ``source``."""
+    blamed = []
+    for err in exc.errors():
+        path = build_error_path(err)
+        for override in overrides:
+            key = override.partition("=")[0].strip()
+            if path and (path == key or path.startswith(key + ".") or key.startswith(path + ".")):
+                blamed.append(shown_prefix + override.strip())
+    blamed = list(dict.fromkeys(blamed))
+    return f"override {', '.join(blamed)}" if blamed else source
+
+
 def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
     """One line per problem: ``<yaml.path>: <what is wrong>; <what was given>``."""
     lines = []
     for err in exc.errors():
-        loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
-        # Discriminated unions put the tag name in the path; it is not a YAML key.
-        loc = [p for p in loc if p not in {"loguniform", "uniform", "int", "choice", "fifo", "asha"}]
-        path = ".".join([prefix] + loc if prefix else loc)
+        loc = build_error_path(err)
+        path = ".".join([prefix, loc] if prefix and loc else [prefix or loc])
         kind = err["type"]
         msg = err["msg"].removeprefix("Value error, ")
         if kind == "extra_forbidden":
@@ -62,7 +82,8 @@ def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
     return "; ".join(lines)
 
 
-def validate(model: type[M], data: Any, *, source: str, prefix: str = "") -> M:
+def validate(model: type[M], data: Any, *, source: str, prefix: str = "", overrides: list[str] = (),
+             shown_prefix: str = "") -> M:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -70,7 +91,8 @@ def validate(model: type[M], data: Any, *, source: str, prefix: str = "") -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {format_validation_error(exc, prefix=prefix)}") from None
+        raise ConfigError(f"{build_blamed_source(exc, list(overrides), source, shown_prefix)}: "
+                          f"{format_validation_error(exc, prefix=prefix)}") from None
 
 
 def check_misplaced_keys(keys: list[str], *, source: str, own: type[BaseModel], other: type[BaseModel],
@@ -148,7 +170,7 @@ def build_sweep_configs(job_data: dict[str, Any], space_data: dict[str, Any], ov
                          other=SearchSpaceConfig, other_name="search-space",
                          fix=f"prefix search-space overrides with {SEARCH_PREFIX!r}, e.g. search.num_samples=4")
     job_data = apply_overrides(job_data, job_overrides)
-    job = resolve_local_paths(validate(JobConfig, job_data, source=job_source))
+    job = resolve_local_paths(validate(JobConfig, job_data, source=job_source, overrides=job_overrides))
 
     check_misplaced_keys(list(space_data), source=space_source, own=SearchSpaceConfig, other=JobConfig,
                          other_name="job-config", fix="pass this file with --config, not --search-space")
@@ -161,7 +183,8 @@ def build_sweep_configs(job_data: dict[str, Any], space_data: dict[str, Any], ov
         space_data = {**space_data, "parameters": build_default_parameter_data()}
     space_data = apply_overrides(space_data, space_overrides, source="search-space override",
                                  dotted_sections=("parameters",))
-    space = validate(SearchSpaceConfig, build_objective_defaults(space_data, job), source=space_source)
+    space = validate(SearchSpaceConfig, build_objective_defaults(space_data, job), source=space_source,
+                     overrides=space_overrides, shown_prefix=SEARCH_PREFIX)
     try:
         check_peft_method_fields(job.model.peft, set(space.parameters))
     except ValueError as exc:
