@@ -89,7 +89,8 @@ def test_an_unknown_name_without_a_close_match_gets_no_guess():
 
 
 def test_refusals_name_the_yaml_path_from_overrides():
-    with pytest.raises(ConfigError, match=r"^job config: training.hf_args: 'report_to' is set by ftplat"):
+    with pytest.raises(ConfigError, match=r"^override training.hf_args.report_to=\[wandb\]: training.hf_args: "
+                                          r"'report_to' is set by ftplat"):
         load_sweep_configs(None, None, ["training.hf_args.report_to=[wandb]"])
     with pytest.raises(ConfigError, match=r"training.hf_args: 'learning_rate' has its own setting"):
         load_sweep_configs(None, None, ["training.hf_args.learning_rate=1.0e-3"])
