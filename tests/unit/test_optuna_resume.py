@@ -5,6 +5,7 @@ learned the trial's score. ftplat's searcher opens a new Optuna trial of the sam
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from ftplat.config.search_space import SearchSpaceConfig
@@ -13,11 +14,11 @@ from ftplat.tune.spaces import build_param_space, build_search_alg
 SPACE = {"num_samples": 3, "parameters": {"training.learning_rate": {"type": "loguniform", "low": 1e-5, "high": 1e-3}}}
 
 
-def _searcher(tmp_path, name="s"):
+def _searcher(tmp_path, name="s", mode="max"):
     space = SearchSpaceConfig.model_validate(SPACE)
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/study.db")
     limiter = build_search_alg(space, max_concurrent=2, study_name=name, study_storage=storage)
-    limiter.set_search_properties("objective", "max", build_param_space(space))
+    limiter.set_search_properties("objective", mode, build_param_space(space))
     return limiter, storage
 
 
@@ -49,3 +50,73 @@ def test_a_trial_that_fails_again_is_told_once_more_and_a_finished_one_is_not_re
     limiter.on_trial_result("t2", {"objective": 0.8, "training_iteration": 2})  # late: ignored, as Ray does
     states = [t.state for t in optuna.load_study(study_name="again", storage=storage).get_trials(deepcopy=False)]
     assert states == [TrialState.FAIL, TrialState.COMPLETE, TrialState.FAIL]
+
+
+def test_a_failed_trial_rerun_beside_queued_points_keeps_its_own_values(tmp_path):
+    """A queued reopening came back from ask() after the points_to_evaluate still queued: the
+    study filed the rerun's score under another point's values, and that point never ran."""
+    import ray.cloudpickle as pickle
+    from ray.tune.search import SearchGenerator
+
+    a, b, c = 2e-5, 5e-5, 8e-5
+    space = SearchSpaceConfig.model_validate({
+        "num_samples": 4,
+        "parameters": {"training.learning_rate": {"type": "loguniform", "low": 1e-5, "high": 1e-4}},
+        "points_to_evaluate": [{"training.learning_rate": v} for v in (a, b, c)]})
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/study.db")
+    gen = SearchGenerator(build_search_alg(space, 1, study_name="sw", study_storage=storage))
+    unconfigured = pickle.dumps(gen)  # what Tune keeps in tuner.pkl
+    gen.set_search_properties("objective", "max", build_param_space(space))
+    assert gen.searcher.suggest("t1") == {"training.learning_rate": a}
+    gen.searcher.on_trial_complete("t1", error=True)
+    assert gen.searcher.suggest("t2") == {"training.learning_rate": b}
+    gen.save_to_dir(str(tmp_path), session_str="x")  # the driver dies while t2 runs
+    resumed = pickle.loads(unconfigured)
+    resumed.restore_from_dir(str(tmp_path))
+    searcher = resumed.searcher
+    searcher.on_trial_result("t1", {"objective": 0.95, "training_iteration": 1, "num_evaluations": 1})
+    searcher.on_trial_complete("t1", result={"objective": 0.95, "training_iteration": 1, "num_evaluations": 1})
+    searcher.on_trial_complete("t2", result={"objective": 0.60, "training_iteration": 1, "num_evaluations": 1})
+    assert searcher.suggest("t3") == {"training.learning_rate": c}  # the last point runs
+    trials = optuna.load_study(study_name="sw", storage=storage).get_trials(deepcopy=False)
+    assert [(t.state, t.params["training.learning_rate"], t.value) for t in trials if t.state != TrialState.RUNNING] \
+        == [(TrialState.FAIL, a, None), (TrialState.COMPLETE, b, 0.60), (TrialState.COMPLETE, a, 0.95)]
+
+
+def test_every_evaluation_of_a_resumed_trial_reaches_the_study_at_its_number(tmp_path):
+    """Tune's training_iteration restarts at 1 after --resume; the study kept only the first
+    value of each step, so evaluations after the resume were dropped or misfiled."""
+    searcher, _ = _searcher(tmp_path)
+    searcher.suggest("t1")
+    for iteration, number, value in [(1, 1, .60), (2, 2, .70), (1, 3, .80), (2, 4, .85), (3, 5, .90)]:
+        searcher.on_trial_result("t1", {"objective": value, "training_iteration": iteration,
+                                        "num_evaluations": number})
+    searcher.on_trial_complete("t1", result={"objective": .90, "training_iteration": 3, "num_evaluations": 5})
+    [trial] = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path}/study.db").trials
+    assert trial.intermediate_values == {1: .60, 2: .70, 3: .80, 4: .85, 5: .90}
+
+
+@pytest.mark.parametrize("mode, worst", [("min", float("inf")), ("max", float("-inf"))])
+def test_a_diverged_trial_is_the_worst_to_asha_and_to_optuna(tmp_path, mode, worst):
+    """A NaN objective compared with nothing: ASHA never stopped the trial, and Optuna refused
+    it (the trial stayed RUNNING in the study, so TPE never learned the region was bad)."""
+    import math
+    from types import SimpleNamespace
+
+    from ftplat.tune.spaces import FullLengthASHAScheduler
+
+    sched = FullLengthASHAScheduler(time_attr="num_evaluations", max_t=4, grace_period=1, reduction_factor=2)
+    sched.set_search_properties("objective", mode)
+    good = 0.4 if mode == "min" else 0.9
+    decisions = {}
+    for trial_id, value in (("t0", good), ("t1", good), ("t2", math.nan)):
+        trial = SimpleNamespace(trial_id=trial_id)
+        sched._trial_info[trial_id] = sched._brackets[0]
+        decisions[trial_id] = sched.on_trial_result(None, trial, {"num_evaluations": 1, "objective": value})
+    assert decisions["t2"] == "STOP"
+
+    searcher, _ = _searcher(tmp_path, mode=mode)
+    searcher.suggest("t1")
+    searcher.on_trial_complete("t1", result={"objective": math.nan, "training_iteration": 1, "num_evaluations": 1})
+    [trial] = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path}/study.db").trials
+    assert (trial.state, trial.value) == (TrialState.COMPLETE, worst)

@@ -60,7 +60,11 @@ from ftplat.errors import UserError
 # and its one-worker barrier), run_storage (a worker's view of its run's storage), tune_trials
 # (Tune's trials and state), cluster.
 from ftplat.ray_internals.cluster import GCS_PORT_ENV, read_dashboard_url, run_init_private_cluster  # noqa: F401
-from ftplat.ray_internals.optuna_search import ResumableConcurrencyLimiter, ResumableOptunaSearch  # noqa: F401
+from ftplat.ray_internals.optuna_search import (  # noqa: F401
+    ResumableConcurrencyLimiter,
+    ResumableOptunaSearch,
+    build_finite_objective,
+)
 from ftplat.ray_internals.run_storage import STORAGE_MARKER_FILE, RunStorage, read_run_storage  # noqa: F401
 from ftplat.ray_internals.snapshot import (  # noqa: F401
     SNAPSHOT_FILE,

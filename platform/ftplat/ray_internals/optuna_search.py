@@ -13,20 +13,32 @@ against the installed Ray.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import optuna
 from optuna.trial import TrialState
 from ray.tune.search import ConcurrencyLimiter
+from ray.tune.result import TRAINING_ITERATION
 from ray.tune.search.optuna import OptunaSearch
+
+#: The report field counting a trial's evaluations across resumes (``train/reporting.py``).
+NUM_EVALUATIONS = "num_evaluations"
+
+
+def build_finite_objective(result: dict[str, Any] | None, metric: str, mode: str) -> dict[str, Any] | None:
+    """``result`` with a NaN ``metric`` (a diverged trial) as the worst value there is: Ray's
+    ASHA compares NaN with nothing (the trial is never stopped) and Optuna refuses it (Ray
+    logs the refusal and the trial stays RUNNING in the study, so TPE never learns the region
+    is bad). The summary and the scope scores keep NaN (ranked last)."""
+    value = (result or {}).get(metric)
+    if isinstance(value, float) and math.isnan(value):
+        return {**result, metric: -math.inf if mode == "max" else math.inf}
+    return result
 
 
 class ResumableOptunaSearch(OptunaSearch):
     """``OptunaSearch`` that gives a failed trial run again a new Optuna trial of its values."""
-
-    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
-        if self.is_failed(trial_id):
-            self._reopen(trial_id)
-        super().on_trial_result(trial_id, result)
 
     def is_failed(self, trial_id: str) -> bool:
         """Whether the study holds ``trial_id`` as a failed trial Ray counts as finished."""
@@ -37,11 +49,28 @@ class ResumableOptunaSearch(OptunaSearch):
             return False
         return self._ot_study._storage.get_trial(old._trial_id).state == TrialState.FAIL
 
+    def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
+        if self.is_failed(trial_id):
+            self._reopen(trial_id)
+        # Ray reports at training_iteration, which restarts at 1 when --resume restores a
+        # trial: Optuna keeps the first value of a step, so the evaluations after a resume
+        # were dropped or filed under earlier ones. num_evaluations counts them all.
+        if NUM_EVALUATIONS in result:
+            result = {**result, TRAINING_ITERATION: result[NUM_EVALUATIONS]}
+        super().on_trial_result(trial_id, build_finite_objective(result, self.metric, self.mode))
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        super().on_trial_complete(trial_id, build_finite_objective(result, self.metric, self.mode), error)
+
     def _reopen(self, trial_id: str) -> None:
-        params = self._ot_study._storage.get_trial(self._ot_trials[trial_id]._trial_id).params
-        # The queued values come back from ask() whatever the sampler would propose.
-        self._ot_study.enqueue_trial(params, skip_if_exists=False)
-        self._ot_trials[trial_id] = self._ot_study.ask(fixed_distributions=self._space)
+        """A new RUNNING Optuna trial of the failed one's values, made directly: a queued one
+        would come back from ask() after any points_to_evaluate still queued, and the study
+        would file this trial's score under another point's values."""
+        old = self._ot_study._storage.get_trial(self._ot_trials[trial_id]._trial_id)
+        template = optuna.trial.create_trial(state=TrialState.RUNNING, params=old.params,
+                                             distributions=old.distributions)
+        number = self._ot_study._storage.create_new_trial(self._ot_study._study_id, template_trial=template)
+        self._ot_trials[trial_id] = optuna.Trial(self._ot_study, number)
         self._completed_trials.discard(trial_id)
 
 

@@ -14,7 +14,8 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
-from ftplat.ray_internals import ResumableConcurrencyLimiter, ResumableOptunaSearch, request_experiment_state_save
+from ftplat.ray_internals import (ResumableConcurrencyLimiter, ResumableOptunaSearch, build_finite_objective,
+                                   request_experiment_state_save)
 from ftplat.records import FINAL_EVALUATION_KEY
 
 
@@ -123,7 +124,8 @@ class FullLengthASHAScheduler(SavesStateOnTrialEvents, ASHAScheduler):
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
         if result.get(FINAL_EVALUATION_KEY) or result.get(self.full_length_attr, 0) >= self.full_length:
             return TrialScheduler.CONTINUE
-        return super().on_trial_result(tune_controller, trial, result)
+        # A diverged trial (NaN) is the worst at its rung, not beyond comparison.
+        return super().on_trial_result(tune_controller, trial, build_finite_objective(result, self._metric, self._mode))
 
 
 def build_scheduler(space: SearchSpaceConfig, job: JobConfig) -> TrialScheduler:
