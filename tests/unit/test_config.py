@@ -84,6 +84,12 @@ def test_bad_job_configs_name_the_field(tmp_path, yaml_text, expected):
          "'learnin_rate' is not a field of training"),
         ("parameters:\n  training: {type: uniform, low: 0.1, high: 0.2}\n", "is a section"),
         ("parameters:\n  training.warmup_steps: {type: uniform, low: 0.0, high: 10.0}\n", "mixes a warmup ratio"),
+        # every draw (84.87) was refused by its trial as a fractional step count
+        ("parameters:\n  training.warmup_steps: {type: uniform, low: 10.0, high: 100.0}\n",
+         "draws fractional step counts; search steps with {type: int, low: 10, high: 100}"),
+        # Ray's LogUniform refused it only after Ray had started and sweep_config.json was written
+        ("parameters:\n  training.warmup_steps: {type: int, low: 0, high: 100, log: true}\n",
+         "parameters.training.warmup_steps: log: true needs low >= 1"),
         ("parameters:\n  training.learning_rate: {type: normal, low: 0.1, high: 0.2}\n", "does not match any of the expected tags"),
         ("objective: {metric: eval_bleu}\n", "objective.metric 'eval_bleu' is not a metric of task.type"),
         ("objective: {metric: eval_loss, mode: max}\n", "that metric is minimised; use mode: min"),

@@ -69,6 +69,8 @@ class IntParam(StrictModel):
     def _ordered(self):
         if not self.low < self.high:
             raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.log and self.low < 1:
+            raise ValueError(f"log: true needs low >= 1 (a log scale has no 0 or below), got low {self.low}")
         return self
 
     def describe_misfit(self, value: Any) -> str | None:
@@ -282,6 +284,12 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
                 raise ValueError(
                     f"search space parameters.{path}: range [{param.low}, {param.high}] mixes a "
                     "warmup ratio (< 1) with a step count (>= 1); keep both ends on one side of 1"
+                )
+            if param.low >= 1:  # a draw like 84.87 is no step count: every such trial was refused
+                raise ValueError(
+                    f"search space parameters.{path}: {param.type} range [{param.low}, {param.high}] draws "
+                    f"fractional step counts; search steps with {{type: int, low: {int(param.low)}, high: "
+                    f"{int(param.high)}}}, or a ratio with a range below 1"
                 )
     natural = check_task_metric(build_task(job), space.objective.metric, field="objective.metric")
     if space.objective.mode != natural:
