@@ -67,9 +67,19 @@ def test_acl_imdb_folder(tmp_path):
         for i, folder in enumerate(("neg", "pos")):
             (root / split / folder).mkdir(parents=True)
             (root / split / folder / f"0_{i}.txt").write_text(f"{folder} review")
+    (root / "train" / "pos" / "0_1.txt").rename(root / "train" / "pos" / "1_9.txt")  # <id>_<stars>.txt
+    (root / "train" / "neg" / "0_0.txt").rename(root / "train" / "neg" / "0_2.txt")
     splits = load(DataConfig(source=str(tmp_path)))
     assert set(splits) == {"train", "test"}
     assert splits["train"]["label"] == [0, 1] and splits["test"]["text"] == ["neg review", "pos review"]
+    # The stars of each review, for a regression (any other label name was the folder's 0/1)
+    assert splits["train"]["rating"] == [2, 9]
+    with pytest.raises(ValueError, match=r"data.label_column 'stars': an aclImdb folder has the labels 'label' "
+                                         r"\(0 neg, 1 pos: its folder\) and 'rating'"):
+        load(DataConfig(source=str(tmp_path), label_column="stars"))
+    (root / "test" / "pos" / "5_8.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"5_8.txt is not UTF-8 text \(unexpected end of data at byte 3\)"):
+        load(DataConfig(source=str(tmp_path)))
     with pytest.raises(ValueError, match=r"aclImdb folder has no split \['validation'\]; it has train and test"):
         load(DataConfig(source=str(tmp_path), validation={"split": "validation"}))
 

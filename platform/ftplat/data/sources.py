@@ -38,13 +38,32 @@ def _split_of(file: Path) -> str:
     return _SHARD_SUFFIX.sub("", file.name[: -len(file.suffix)])
 
 
+#: The label columns of an aclImdb folder: the sentiment its folder says (0 neg, 1 pos), and the
+#: 1-10 star rating its file name ends with (``<id>_<rating>.txt``).
+ACL_IMDB_LABELS = ("label", "rating")
+
+
 def load_acl_imdb_split(root: Path, split: str, *, text_column: str, label_column: str) -> datasets.Dataset:
-    texts, labels = [], []
+    """One split of an aclImdb folder: the reviews in ``text_column``, and ``label`` and
+    ``rating``; ``label_column`` must name one of those (any other name was filled with the
+    folder's 0/1, which a regression on stars, or ten classes, then trained on silently)."""
+    if label_column not in ACL_IMDB_LABELS:
+        raise UserError(f"data.label_column {label_column!r}: an aclImdb folder has the labels 'label' (0 neg, 1 pos: "
+                        "its folder) and 'rating' (1-10 stars: its file name); name one of them")
+    texts, labels, ratings = [], [], []
     for label, folder in enumerate(("neg", "pos")):
         for file in sorted((root / split / folder).glob("*.txt")):
-            texts.append(file.read_text(encoding="utf-8"))
+            try:
+                texts.append(file.read_text(encoding="utf-8"))
+            except UnicodeDecodeError as exc:
+                raise UserError(f"data.source: {file} is not UTF-8 text ({exc.reason} at byte {exc.start}); save it "
+                                "as UTF-8 or remove it") from None
+            stem = file.stem.rpartition("_")[2]
+            if not stem.isdigit():
+                raise UserError(f"data.source: {file} is not named <id>_<rating>.txt as aclImdb's reviews are")
             labels.append(label)
-    return datasets.Dataset.from_dict({text_column: texts, label_column: labels})
+            ratings.append(int(stem))
+    return datasets.Dataset.from_dict({text_column: texts, "label": labels, "rating": ratings})
 
 
 def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
