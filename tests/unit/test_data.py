@@ -54,6 +54,15 @@ def test_csv_and_json_folders(tmp_path):
     splits = load_raw_splits(cfg, {"text_column": "review", "label_column": "y"}, required=["train", "validation"])
     assert len(splits["validation"]) == 2 and splits["validation"]["review"] == ["good film", "bad film"]
     assert set(load(cfg)) == {"train", "validation"}
+    # Words pandas reads as missing by default are texts and class names here; only an empty
+    # cell is missing
+    (tmp_path / "na").mkdir()
+    for split in ("train", "validation"):
+        (tmp_path / "na" / f"{split}.csv").write_text("review,y\nNone,NA\nn/a,null\n,NA\n")
+    splits = load_raw_splits(DataConfig(source=str(tmp_path / "na"), eval_split="validation", text_column="review",
+                                        label_column="y"),
+                             {"text_column": "review", "label_column": "y"}, required=["train", "validation"])
+    assert splits["train"]["review"] == ["None", "n/a", None] and splits["train"]["y"] == ["NA", "null", "NA"]
     (tmp_path / "json").mkdir()
     for split in ("train", "test"):
         (tmp_path / "json" / f"{split}.jsonl").write_text('{"text": "ok", "label": 1}\n{"text": "no", "label": 0}\n')

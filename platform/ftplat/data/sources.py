@@ -130,8 +130,11 @@ def load_split_files(builder: str, files: list[str], source: Path, split: str) -
     if builder == "parquet":
         check_parquet_files(files, source)
     key = re.sub(r"\W", "_", split)  # datasets takes \w+ split names; a file's may hold "-"
+    # pandas reads "None", "NA", "null", "n/a", "nan"... as missing: a review or a class named so
+    # would be dropped or refused. Only an empty cell is missing, as in JSON and parquet.
+    options = {"keep_default_na": False, "na_values": [""]} if builder == "csv" else {}
     try:
-        return datasets.load_dataset(builder, data_files={key: files}, split=key)
+        return datasets.load_dataset(builder, data_files={key: files}, split=key, **options)
     except datasets.exceptions.DatasetGenerationError as exc:
         # A corrupt file, or files of one split whose columns differ: the data is at fault.
         cause = exc.__cause__ or exc
