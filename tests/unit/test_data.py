@@ -138,6 +138,18 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
         pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 2]}), tmp_path / f"{split}.parquet")
     with pytest.raises(ValueError, match="has label 2 outside 0..1; set model.num_labels"):
         build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    # One row without a label: named as such (the column read as names, and the fix offered was
+    # to add 'None' to model.id2label)
+    for split in ("train", "test"):
+        pq.write_table(pa.table({"text": ["a", "b", "c"], "label": [0, None, 1]}), tmp_path / f"{split}.parquet")
+    with pytest.raises(ValueError, match=r"split 'train' has no label at row 1 \(1 of 3 rows\); fix or drop"):
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    # A text column of lists (sentences) is no text column: refused naming it, not a tokenizer crash
+    for split in ("train", "test"):
+        pq.write_table(pa.table({"text": [["a", "b"], ["c"]], "label": [0, 1]}), tmp_path / f"{split}.parquet")
+    with pytest.raises(ValueError, match=r"data.text_column 'text' of split 'train' holds non-text values \(row 0: "
+                                         r"list"):
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
     # A benchmark's test split with its labels hidden as -1 (MRPC, SNLI's no-gold rows): not a
     # num_labels problem, and the fix is another split
     pq.write_table(pa.table({"text": ["a", "b", "c"], "label": [0, 1, 0]}), tmp_path / "train.parquet")

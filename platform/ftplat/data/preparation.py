@@ -82,7 +82,7 @@ def select_empty_text_rows(texts: list[Any], field: str, column: str, split: str
         if isinstance(text, str):
             if not text.strip():
                 empty.append(row)
-        elif isinstance(text, (list, tuple)):
+        elif isinstance(text, (list, tuple)) and field == "tokens_column":  # a word list
             if not text:
                 empty.append(row)
         elif is_missing_value(text):

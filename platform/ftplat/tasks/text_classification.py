@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, column_list
+from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, column_list, is_missing_value
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +39,10 @@ def build_class_label_ids(values: np.ndarray, feature: Any, data: Any, model: An
 def build_class_ids(values: list[Any], *, feature: Any, column: str, data: Any, model: Any, split: str) -> np.ndarray:
     """Class ids 0..num_labels-1 from ids or from names ``model.id2label`` gives; UserError
     naming the column otherwise. Shared by every task whose labels are classes."""
+    missing = [row for row, value in enumerate(values) if is_missing_value(value)]
+    if missing:  # one None made the column read as names, and the fix offered was to name None
+        raise UserError(f"data.{column} of split {split!r} has no label at row {missing[0]} ({len(missing)} of "
+                        f"{len(values)} rows); fix or drop those rows")
     array = np.asarray(values)
     if array.dtype.kind in "OUS":
         label2id = {v: k for k, v in (model.id2label or {}).items()}
