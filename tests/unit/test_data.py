@@ -270,3 +270,25 @@ def test_complete_model_folders_pass_the_model_check(tmp_path, tiny_model_dir):
     (tmp_path / "sharded" / "model.safetensors.index.json").write_text("{not json")
     with pytest.raises(UserError, match="is missing shard model.safetensors.index.json \\(not a valid index\\)"):
         check_model_dir(ModelConfig(name_or_path=str(tmp_path / "sharded")))
+
+
+def test_splits_whose_label_ids_mean_different_classes_are_refused(tmp_path, tiny_model_dir):
+    """train a ClassLabel ["pos", "neg"] (mapped to model.id2label), test the same ids written
+    through pandas (the feature lost): each split was mapped alone and the test labels came out
+    inverted."""
+    import datasets
+
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "label": datasets.ClassLabel(names=["pos", "neg"])})
+    rows = {"text": ["good", "bad", "fine", "awful"], "label": [0, 1, 0, 1]}
+    datasets.Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "train.parquet"))
+    datasets.Dataset.from_dict(rows, features=features).to_pandas().to_parquet(tmp_path / "test.parquet")
+    model = ModelConfig(name_or_path=str(tiny_model_dir), id2label={0: "neg", 1: "pos"})
+    with pytest.raises(ValueError, match=r"data.label_column 'label' means different classes in different splits "
+                                         r"\(split 'train': a ClassLabel with names \['pos', 'neg'\]; split 'test': "
+                                         r"ids as model.id2label\)"):
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    # the same feature in both: mapped alike
+    datasets.Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "test.parquet"))
+    out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    assert out.eval["labels"].to_pylist() == [1, 0, 1, 0]

@@ -141,6 +141,27 @@ def build_checked_examples(ds: datasets.Dataset, task: Task, data: DataConfig, m
     return Examples(inputs, task.build_labels(ds, data, model, split), dropped)
 
 
+def check_class_label_features_agree(splits: dict[str, datasets.Dataset], data: DataConfig, model: ModelConfig) -> None:
+    """Refuse splits whose label ids mean different classes: a ``ClassLabel`` (its ids are its
+    names, mapped to ``model.id2label``'s order) in one split and plain ids or another order in
+    another (a split written through pandas loses the feature). Each split was mapped alone, and
+    the test labels came out inverted."""
+    order = [model.id2label[i] for i in sorted(model.id2label)] if model.id2label else None
+
+    def meaning(ds: datasets.Dataset) -> tuple | None:
+        feature = ds.features.get(data.label_column)
+        names = getattr(feature, "names", None) if type(feature).__name__ == "ClassLabel" else None
+        return None if names is None or names == order else tuple(names)
+
+    meanings = {split: meaning(ds) for split, ds in splits.items()}
+    if len(set(meanings.values())) > 1:
+        said = "; ".join(f"split {s!r}: " + (f"a ClassLabel with names {list(m)}" if m else "ids as model.id2label")
+                         for s, m in meanings.items())
+        raise UserError(f"data.label_column {data.label_column!r} means different classes in different splits "
+                        f"({said}); give every split the same label feature (or the same names, or plain ids in "
+                        "model.id2label's order)")
+
+
 def build_subset_indices(key: np.ndarray | None, rows: int, size: int, seed: int) -> np.ndarray:
     """``size`` row indices, stratified by ``key`` when the task gives one, else at random."""
     if key is None:
@@ -217,6 +238,8 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
     raw = load_raw_splits(data, task.read_columns(data), required=plan.required, optional=optional)
     plan = build_split_plan(data, set(raw))
     used = [plan.train] + [s for s in (plan.eval, plan.test) if s]
+    if "label_column" in task.read_columns(data):
+        check_class_label_features_agree({s: raw[s] for s in dict.fromkeys(used)}, data, model)
     examples = {split: build_checked_examples(raw[split], task, data, model, split) for split in dict.fromkeys(used)}
     roles: dict[str, tuple[Examples, str]] = {TRAIN: (examples[plan.train], plan.train)}
     if plan.eval is None:
