@@ -69,7 +69,12 @@ def test_a_rotary_model_and_a_long_context_are_left_to_the_user(tmp_path, sentim
      (512, "its config's max_position_embeddings less the padding offset")),
     ("GPT2Config", {"n_positions": 1024}, (1024, "its config's max_position_embeddings")),  # an alias
     ("DebertaV2Config", {"max_position_embeddings": 512, "position_biased_input": False}, None),  # relative
-    ("BertConfig", {"position_embedding_type": "relative_key"}, None),
+    # transformers 5 builds BERT's table whatever position_embedding_type says
+    ("BertConfig", {"position_embedding_type": "relative_key"}, (512, "its config's max_position_embeddings")),
+    # relative buckets beside a learned table that starts after the padding index
+    ("MPNetConfig", {"max_position_embeddings": 514},
+     (512, "its config's max_position_embeddings less the padding offset")),
+    ("T5Config", {}, None),
     ("LlamaConfig", {}, None),  # rotary
 ])
 def test_learned_position_limits(config, kwargs, expected):

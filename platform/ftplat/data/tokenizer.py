@@ -40,15 +40,21 @@ PADDING_OFFSET_TYPES = frozenset({"camembert", "data2vec-text", "esm", "ibert", 
                                   "roberta", "roberta-prelayernorm", "xlm-roberta", "xlm-roberta-xl", "xmod"})
 
 
+#: Model types with relative positions only: no learned table to run out of (T5's configs may
+#: still carry an n_positions).
+RELATIVE_POSITION_TYPES = frozenset({"t5", "mt5", "umt5", "longt5", "switch_transformers"})
+
+
 def read_learned_position_limit(config) -> tuple[int, str] | None:
     """Tokens a model's learned absolute positions can number, and the config field that says
-    so; None for a model without them (rotary, relative like DeBERTa's and T5's)."""
-    if any(getattr(config, a, None) is not None for a in ("rope_theta", "rope_scaling", "rope_parameters",
-                                                          "relative_attention_num_buckets")):
+    so; None for a model without them (rotary like Llama, relative like DeBERTa's and T5's).
+    MPNet has relative buckets beside a learned table, and a BERT config's
+    ``position_embedding_type`` no longer removes its table (transformers 5): both are limited."""
+    if any(getattr(config, a, None) is not None for a in ("rope_theta", "rope_scaling", "rope_parameters")):
+        return None
+    if getattr(config, "model_type", None) in RELATIVE_POSITION_TYPES:
         return None
     if getattr(config, "position_biased_input", True) is False:  # DeBERTa: relative positions only
-        return None
-    if getattr(config, "position_embedding_type", "absolute") != "absolute":
         return None
     for attr in ("max_position_embeddings", "n_positions"):
         rows = getattr(config, attr, None)
