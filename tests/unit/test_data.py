@@ -284,10 +284,19 @@ def test_splits_whose_label_ids_mean_different_classes_are_refused(tmp_path, tin
     datasets.Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "train.parquet"))
     datasets.Dataset.from_dict(rows, features=features).to_pandas().to_parquet(tmp_path / "test.parquet")
     model = ModelConfig(name_or_path=str(tiny_model_dir), id2label={0: "neg", 1: "pos"})
-    with pytest.raises(ValueError, match=r"data.label_column 'label' means different classes in different splits "
-                                         r"\(split 'train': a ClassLabel with names \['pos', 'neg'\]; split 'test': "
-                                         r"ids as model.id2label\)"):
+    with pytest.raises(ValueError, match=r"data.label_column 'label' of split 'train' is a ClassLabel with names "
+                                         r"\['pos', 'neg'\] \(its ids are mapped by name to model.id2label\), but "
+                                         r"split 'test' holds plain ids"):
         build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    # without model.id2label nothing is mapped: the ids agree
+    assert build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"),
+                                         ModelConfig(name_or_path=str(tiny_model_dir), num_labels=2))).eval.num_rows == 4
+    # two orders of the same names are each mapped by name: they agree too
+    flipped = datasets.Features({"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])})
+    datasets.Dataset.from_dict({"text": rows["text"], "label": [1, 0, 1, 0]}, features=flipped).to_parquet(
+        str(tmp_path / "test.parquet"))
+    assert build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"),
+                                         model)).eval["labels"].to_pylist() == [1, 0, 1, 0]
     # the same feature in both: mapped alike
     datasets.Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "test.parquet"))
     out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))

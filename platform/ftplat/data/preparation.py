@@ -142,24 +142,29 @@ def build_checked_examples(ds: datasets.Dataset, task: Task, data: DataConfig, m
 
 
 def check_class_label_features_agree(splits: dict[str, datasets.Dataset], data: DataConfig, model: ModelConfig) -> None:
-    """Refuse splits whose label ids mean different classes: a ``ClassLabel`` (its ids are its
-    names, mapped to ``model.id2label``'s order) in one split and plain ids or another order in
-    another (a split written through pandas loses the feature). Each split was mapped alone, and
-    the test labels came out inverted."""
-    order = [model.id2label[i] for i in sorted(model.id2label)] if model.id2label else None
+    """Refuse splits whose label ids mean different classes: a ``ClassLabel`` (alone, or in a
+    list of tags) whose names are in another order than ``model.id2label``'s, so its ids are
+    mapped by name, beside a split of plain ids, taken as they are (a split written through
+    pandas loses the feature). Each split was mapped alone, and the test labels came out
+    inverted. Without ``model.id2label`` nothing is mapped."""
+    if not model.id2label:
+        return
+    order = [model.id2label[i] for i in sorted(model.id2label)]
 
-    def meaning(ds: datasets.Dataset) -> tuple | None:
+    def class_names(ds: datasets.Dataset) -> list[str] | None:
         feature = ds.features.get(data.label_column)
-        names = getattr(feature, "names", None) if type(feature).__name__ == "ClassLabel" else None
-        return None if names is None or names == order else tuple(names)
+        if type(feature).__name__ in ("Sequence", "List", "LargeList"):  # tags, or several labels, per row
+            feature = getattr(feature, "feature", None)
+        return getattr(feature, "names", None) if type(feature).__name__ == "ClassLabel" else None
 
-    meanings = {split: meaning(ds) for split, ds in splits.items()}
-    if len(set(meanings.values())) > 1:
-        said = "; ".join(f"split {s!r}: " + (f"a ClassLabel with names {list(m)}" if m else "ids as model.id2label")
-                         for s, m in meanings.items())
-        raise UserError(f"data.label_column {data.label_column!r} means different classes in different splits "
-                        f"({said}); give every split the same label feature (or the same names, or plain ids in "
-                        "model.id2label's order)")
+    names = {split: class_names(ds) for split, ds in splits.items()}
+    mapped = [s for s, n in names.items() if n is not None and n != order]
+    plain = [s for s, n in names.items() if n is None]
+    if mapped and plain:
+        raise UserError(f"data.label_column {data.label_column!r} of split {mapped[0]!r} is a ClassLabel with names "
+                        f"{names[mapped[0]]} (its ids are mapped by name to model.id2label), but split {plain[0]!r} "
+                        "holds plain ids, taken as model.id2label's: the same id means different classes; give "
+                        "every split the same label feature, or plain ids in model.id2label's order")
 
 
 def build_subset_indices(key: np.ndarray | None, rows: int, size: int, seed: int) -> np.ndarray:
