@@ -87,6 +87,11 @@ def test_bad_job_configs_name_the_field(tmp_path, yaml_text, expected):
         # every draw (84.87) was refused by its trial as a fractional step count
         ("parameters:\n  training.warmup_steps: {type: uniform, low: 10.0, high: 100.0}\n",
          "draws fractional step counts; search steps with {type: int, low: 10, high: 100}"),
+        # the int form offered lies inside the range, or is not offered when none fits
+        ("parameters:\n  training.warmup_steps: {type: uniform, low: 10.5, high: 99.5}\n",
+         "search steps with {type: int, low: 11, high: 99}"),
+        ("parameters:\n  training.warmup_steps: {type: uniform, low: 1.5, high: 1.9}\n",
+         "search steps with {type: int, low, high}, or a ratio"),
         # Ray's LogUniform refused it only after Ray had started and sweep_config.json was written
         ("parameters:\n  training.warmup_steps: {type: int, low: 0, high: 100, log: true}\n",
          "parameters.training.warmup_steps: log: true needs low >= 1"),

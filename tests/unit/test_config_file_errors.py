@@ -70,3 +70,13 @@ def test_an_override_that_breaks_a_field_is_named_not_the_file_that_holds_a_vali
     data["training"]["learning_rate"] = -1
     with pytest.raises(ConfigError, match=f"^{re.escape(str(job))}: training\\.learning_rate: "):
         build_sweep_configs(data, {}, ["training.seed=3"], job_source=str(job))
+
+
+def test_a_rule_across_a_section_blames_no_override_of_another_field_in_it(tmp_path):
+    """model.num_labels from the file against an id2label it does not fit: the override of
+    model.name_or_path beside them is not the cause."""
+    from ftplat.config.loading import build_sweep_configs
+
+    job = {"task": {"type": "text-classification"}, "model": {"num_labels": 3, "id2label": {0: "a", 1: "b"}}}
+    with pytest.raises(ConfigError, match=r"^job.yaml: "):
+        build_sweep_configs(job, {}, [f"model.name_or_path={tmp_path}"], job_source="job.yaml")

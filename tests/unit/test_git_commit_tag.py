@@ -27,3 +27,23 @@ def test_the_checkout_holding_ftplat_names_the_commit_wherever_the_driver_runs(t
     assert read_git_commit() == (head.stdout.strip() if in_checkout else None)
     monkeypatch.setenv("FTPLAT_GIT_COMMIT", "0123abc")
     assert build_run_tags("s", dashboard_url=None)["mlflow.source.git.commit"] == "0123abc"
+
+
+def test_an_installed_copy_inside_another_repository_names_no_commit(tmp_path, monkeypatch):
+    """ftplat installed (not editable) into a virtualenv inside another project's repository:
+    that repository's HEAD is not ftplat's commit."""
+    import shutil
+
+    import ftplat.tracking.runs as runs
+
+    monkeypatch.delenv("FTPLAT_GIT_COMMIT", raising=False)
+    other = tmp_path / "project"
+    package = other / ".venv" / "site-packages" / "ftplat"
+    shutil.copytree(Path(runs.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["git", "init", "-q"], cwd=other, check=True)
+    (other / ".gitignore").write_text(".venv/\n")
+    subprocess.run(["git", "add", ".gitignore"], cwd=other, check=True)
+    subprocess.run(["git", "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "-m", "x"], cwd=other,
+                   check=True)
+    monkeypatch.setattr(runs, "__file__", str(package / "tracking" / "runs.py"))
+    assert runs.read_git_commit() is None

@@ -265,3 +265,10 @@ def test_the_model_refuses_inputs_unlike_what_it_was_trained_on():
     build_task({"type": "text-classification"}).check_pair_inputs(["a text", pair])
     with pytest.raises(ValueError, match="input 1 is a sentence pair"):
         build_task({"type": "token-classification"}).check_pair_inputs([pair])
+
+
+def test_pyfunc_inputs_are_numbered_from_1_as_the_pair_check_numbers_them():
+    from ftplat.tracking.pyfunc_model import build_pyfunc_inputs
+
+    with pytest.raises(ValueError, match=r"^input 2 is int: give a text"):
+        build_pyfunc_inputs(["a text", 7])

@@ -346,3 +346,13 @@ def test_the_task_built_from_a_job_knows_the_tag_names():
         logits[0, position, tag] = 5.0
     metrics = task.compute_metrics(SimpleNamespace(predictions=logits, label_ids=np.asarray([gold])))
     assert metrics["f1"] == 1.0 and metrics["accuracy"] == 1.0
+
+
+def test_a_word_without_a_tag_is_named_by_its_row():
+    """The flattened tags have no rows: a missing tag was reported at its position among all
+    tags ("row 3 (1 of 4 rows)")."""
+    task = make_task()
+    job = make_job()
+    ds = datasets.Dataset.from_dict({"tokens": [["john", "lives"], ["in", "paris"]], "ner_tags": [[1, 0], [0, None]]})
+    with pytest.raises(UserError, match=r"data.label_column 'ner_tags' of split 'train' row 1 has no tag for word 1"):
+        task.build_labels(ds, job.data, job.model, "train")

@@ -51,13 +51,16 @@ def build_error_path(err: dict[str, Any]) -> str:
 def build_blamed_source(exc: ValidationError, overrides: list[str], source: str, shown_prefix: str = "") -> str:
     """What an error message names as its input: the ``key=value`` overrides that set the
     fields it is about (a file that holds a valid value is not to blame), as the user wrote
-    them (``shown_prefix``: ``search.``), else ``source``."""
+    them (``shown_prefix``: ``search.``), else ``source``. An error on a field (``training.
+    hf_args``) blames an override inside it; one on a whole section (``model``: a rule across
+    its fields) blames none, since the file's fields may be the ones at fault."""
     blamed = []
     for err in exc.errors():
         path = build_error_path(err)
         for override in overrides:
             key = override.partition("=")[0].strip()
-            if path and (path == key or path.startswith(key + ".") or key.startswith(path + ".")):
+            inside = "." in path and key.startswith(path + ".")
+            if path and (path == key or path.startswith(key + ".") or inside):
                 blamed.append(shown_prefix + override.strip())
     blamed = list(dict.fromkeys(blamed))
     return f"override {', '.join(blamed)}" if blamed else source

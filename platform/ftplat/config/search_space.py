@@ -8,6 +8,7 @@ the scheduler and the final choice all see the same score.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
@@ -286,10 +287,11 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
                     "warmup ratio (< 1) with a step count (>= 1); keep both ends on one side of 1"
                 )
             if param.low >= 1:  # a draw like 84.87 is no step count: every such trial was refused
+                low, high = math.ceil(param.low), math.floor(param.high)
+                steps = f"{{type: int, low: {low}, high: {high}}}" if low < high else "{type: int, low, high}"
                 raise ValueError(
                     f"search space parameters.{path}: {param.type} range [{param.low}, {param.high}] draws "
-                    f"fractional step counts; search steps with {{type: int, low: {int(param.low)}, high: "
-                    f"{int(param.high)}}}, or a ratio with a range below 1"
+                    f"fractional step counts; search steps with {steps}, or a ratio with a range below 1"
                 )
     natural = check_task_metric(build_task(job), space.objective.metric, field="objective.metric")
     if space.objective.mode != natural:

@@ -148,6 +148,10 @@ class TokenClassification(Task):
             if len(row_tags) != n_words:
                 raise UserError(f"{where} has {len(row_tags)} tags but data.tokens_column {data.tokens_column!r} has "
                                 f"{n_words} words; every word needs exactly one tag")
+            missing = [i for i, tag in enumerate(row_tags) if is_missing_value(tag)]
+            if missing:  # named here, by its row: the flattened tags have no rows
+                raise UserError(f"{where} has no tag for word {missing[0]}; every word needs one (O outside an "
+                                "entity): fix or drop the row")
             flat.extend(row_tags)
             lengths.append(len(row_tags))
         if flat:

@@ -152,7 +152,7 @@ def build_pyfunc_inputs(model_input: Any) -> list[str | dict[str, str]]:
             rows = [{"text": t, "text_pair": p} for t, p in zip(texts, pairs)]
     else:
         rows = list(model_input)
-    return [build_pyfunc_input(item, i) for i, item in enumerate(rows)]
+    return [build_pyfunc_input(item, i) for i, item in enumerate(rows, start=1)]
 
 
 class TaskPipelineModel(mlflow.pyfunc.PythonModel):

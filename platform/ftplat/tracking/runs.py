@@ -157,11 +157,14 @@ def read_git_commit() -> str | None:
         return os.environ[GIT_COMMIT_ENV].strip()
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
+        # Tracked there: an installed copy in a virtualenv inside another repository is not.
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "__init__.py"], capture_output=True,
+                                 text=True, timeout=5, cwd=package_dir)
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
                                 cwd=package_dir)
     except (OSError, subprocess.SubprocessError):
         return None
-    return commit.stdout.strip() if commit.returncode == 0 else None
+    return commit.stdout.strip() if tracked.returncode == 0 and commit.returncode == 0 else None
 
 
 def build_run_tags(sweep_name: str, *, dashboard_url: str | None) -> dict[str, str]:
