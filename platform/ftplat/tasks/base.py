@@ -14,7 +14,6 @@ libraries (transformers, scikit-learn, scipy, seqeval) are imported where they a
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,59 +21,15 @@ import numpy as np
 from ftplat.errors import UserError
 from ftplat.tasks.user_metrics import build_user_metric_fn, check_metric_modes
 
-#: Marks sub-word positions and padding whose label the loss and the metrics ignore (HF's value).
-IGNORED_LABEL = -100
-#: Attribute of a model ``Task.build_model`` built: the names of its parameters the pretrained
-#: checkpoint did not hold (a new head, DeBERTa's pooler), initialised at random.
-NEW_WEIGHTS_ATTR = "ftplat_new_weights"
-
-
-#: The fix for a split of unlabelled rows (``-1`` in every row: GLUE, SNLI and other
-#: benchmarks hide their test labels so).
-UNLABELLED_SPLIT_FIX = ("-1 marks a row without a label (GLUE, SNLI and other benchmarks hide their test labels "
-                        "so): select and score on splits that have labels (data.test_split: validation, or null for "
-                        "no test score), or drop those rows")
-
-
-@dataclass
-class Examples:
-    """One split's checked examples: the model inputs by role (``text``, ``text_pair``,
-    ``tokens``) as Python lists, and the labels as one numpy array (rows first; an object array
-    of per-row lists for token tags)."""
-
-    inputs: dict[str, list[Any]]
-    labels: np.ndarray
-    dropped: int = 0
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def select(self, idx: np.ndarray) -> Examples:
-        return Examples({k: [v[i] for i in idx] for k, v in self.inputs.items()}, self.labels[idx], self.dropped)
-
-
-@dataclass(frozen=True)
-class TaskSettings:
-    """The job's ``task`` section as the task sees it (plain values, no config import)."""
-
-    type: str
-    threshold: float = 0.5
-    #: masked-lm and causal-lm settings (see the task modules).
-    mlm_probability: float = 0.15
-    line_by_line: bool = False
-    packing: bool = False
-    chat_template: bool | None = None
-    metric_fn: str | None = None
-    metric_modes: dict[str, str] = field(default_factory=dict)
-    #: The job's ``model.id2label``: the names metrics and label statistics use.
-    id2label: dict[int, str] | None = None
-    #: The job's ``data.max_length``, as an export's ``ftplat_task.json`` records it: serving
-    #: reads no more tokens than training and test scoring did (None: the tokenizer's limit).
-    max_length: int | None = None
-    #: Whether the model was trained on sentence pairs (``data.text_pair_column``), as an
-    #: export records it for a task that takes pairs; None: not recorded (older exports, and
-    #: models from elsewhere), so either is read.
-    text_pair: bool | None = None
+from ftplat.tasks.values import (  # noqa: F401 - the task modules import them from here
+    IGNORED_LABEL,
+    NEW_WEIGHTS_ATTR,
+    UNLABELLED_SPLIT_FIX,
+    Examples,
+    TaskSettings,
+    column_list,
+    is_missing_value,
+)
 
 
 class Task:
@@ -354,14 +309,3 @@ def build_usage_inputs(texts: list[str], text_pair: bool) -> str:
     if not text_pair:
         return "[" + ", ".join(f'"{t}"' for t in texts) + "]"
     return '[{"text": "A man is playing a guitar.", "text_pair": "A man plays music."}]'
-
-
-def is_missing_value(value: Any) -> bool:
-    """A missing cell: None, or NaN (CSV readers give an empty field as null, or as NaN when
-    the whole column is empty; pandas fills absent text pairs with NaN)."""
-    return value is None or (isinstance(value, float) and value != value)
-
-
-def column_list(ds: Any, column: str) -> list[Any]:
-    values = ds[column]
-    return values.to_pylist() if hasattr(values, "to_pylist") else list(values)
