@@ -1,6 +1,8 @@
 """Config files that YAML would read wrongly or not at all: a key given twice (PyYAML keeps
 the last and drops the rest without a word) and a directory given as the file."""
 
+import re
+
 import pytest
 
 from ftplat.config.loading import ConfigError, load_sweep_configs, parse_override_value
@@ -80,3 +82,20 @@ def test_a_rule_across_a_section_blames_no_override_of_another_field_in_it(tmp_p
     job = {"task": {"type": "text-classification"}, "model": {"num_labels": 3, "id2label": {0: "a", 1: "b"}}}
     with pytest.raises(ConfigError, match=r"^job.yaml: "):
         build_sweep_configs(job, {}, [f"model.name_or_path={tmp_path}"], job_source="job.yaml")
+
+
+def test_checks_after_the_schema_name_the_override_too():
+    """The search space's and the adapter's checks run after the schema's; they named the file."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    job, space = repo / "jobs/configs/imdb_cpu.yaml", repo / "search_spaces/imdb_cpu.yaml"
+    warmup = "search.parameters={training.warmup_steps: {type: uniform, low: 10, high: 100}}"
+    with pytest.raises(ConfigError, match=f"^override {re.escape(warmup)}: search space parameters.training"):
+        load_sweep_configs(job, space, [warmup])
+    with pytest.raises(ConfigError, match=r"^override search.parameters.training.learning_rate.low=0: "
+                                          r"parameters\.training\.learning_rate can take 0\.0"):
+        load_sweep_configs(job, space, ["search.parameters.training.learning_rate.low=0",
+                                        "search.parameters.training.learning_rate.type=uniform"])
+    with pytest.raises(ConfigError, match=r"^override model.peft=\{method: ia3, r: 3\}: model.peft.r applies"):
+        load_sweep_configs(job, space, ["model.peft={method: ia3, r: 3}"])

@@ -66,6 +66,17 @@ def build_blamed_source(exc: ValidationError, overrides: list[str], source: str,
     return f"override {', '.join(blamed)}" if blamed else source
 
 
+def build_message_source(message: str, overrides: list[str], source: str, shown_prefix: str = "") -> str:
+    """``build_blamed_source`` for a check that runs after the schema's: its message begins with
+    the path it is about (``search space parameters.<path>:``, ``model.peft.r applies ...``)."""
+    path = message.removeprefix("search space ").split(":", 1)[0].split(" ", 1)[0].removeprefix(SEARCH_PREFIX)
+    for override in overrides:
+        key = override.partition("=")[0].strip()
+        if path == key or path.startswith(key + ".") or ("." in path and key.startswith(path + ".")):
+            return f"override {shown_prefix}{override.strip()}"
+    return source
+
+
 def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
     """One line per problem: ``<yaml.path>: <what is wrong>; <what was given>``."""
     lines = []
@@ -191,12 +202,17 @@ def build_sweep_configs(job_data: dict[str, Any], space_data: dict[str, Any], ov
     try:
         check_peft_method_fields(job.model.peft, set(space.parameters))
     except ValueError as exc:
-        raise ConfigError(f"{job_source}: {exc}") from None
+        if str(exc).startswith(SEARCH_PREFIX):
+            blamed = build_message_source(str(exc), space_overrides, space_source, SEARCH_PREFIX)
+        else:
+            blamed = build_message_source(str(exc), job_overrides, job_source)
+        raise ConfigError(f"{blamed}: {exc}") from None
     try:
         check_against_job(space, job)
     except ValueError as exc:
-        raise ConfigError(f"{space_source}: {exc}") from None
-    check_parameter_values(space, job, source=space_source)
+        raise ConfigError(f"{build_message_source(str(exc), space_overrides, space_source, SEARCH_PREFIX)}: "
+                          f"{exc}") from None
+    check_parameter_values(space, job, source=space_source, overrides=space_overrides)
     try:
         check_peft_zero_stage(job, build_sweep_deepspeed_configs(job, space.parameters))
     except ValueError as exc:
@@ -235,7 +251,8 @@ def _candidate_values(param: Any) -> list[Any]:
     return list(param.values) if param.type == "choice" else [param.low, param.high]
 
 
-def check_parameter_values(space: SearchSpaceConfig, job: JobConfig, *, source: str) -> None:
+def check_parameter_values(space: SearchSpaceConfig, job: JobConfig, *, source: str,
+                           overrides: list[str] = ()) -> None:
     """Every value a parameter can take must give a valid job config (checked at the ends of
     each range), and so must each point to evaluate, so no trial fails on a value the sweep
     itself proposed."""
@@ -245,8 +262,9 @@ def check_parameter_values(space: SearchSpaceConfig, job: JobConfig, *, source: 
             try:
                 JobConfig.model_validate(set_dotted(base, {path: value}))
             except ValidationError as exc:
+                blamed = build_message_source(f"parameters.{path}", list(overrides), source, SEARCH_PREFIX)
                 raise ConfigError(
-                    f"{source}: parameters.{path} can take {value!r}, which the job config refuses: "
+                    f"{blamed}: parameters.{path} can take {value!r}, which the job config refuses: "
                     f"{format_validation_error(exc)}"
                 ) from None
     for i, point in enumerate(space.points_to_evaluate):
