@@ -191,6 +191,11 @@ def select_gc_plan(
     return plan
 
 
+def build_plan_counts(plan: Sequence[GcAction]) -> dict[str, int]:
+    """How many actions of each kind a plan holds (``summary.json``'s ``checkpoint_gc``)."""
+    return {a: sum(1 for x in plan if x.action == a) for a in sorted({x.action for x in plan})}
+
+
 def read_trials_gc_plan(sweep_uri: str, trials: Sequence[TrialCheckpoints], policy: RetentionPolicy, *,
                         mode: str, greater_is_better: bool, winner_trial_id: str | None,
                         delete_running: bool = False) -> list[GcAction]:

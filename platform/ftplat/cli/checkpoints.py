@@ -74,6 +74,7 @@ def run_record_gc(sweep_uri: str, summary, plan) -> None:
     recorded paths are the original's), the plan's counts and what the sweep keeps."""
     import dataclasses
 
+    from ftplat.checkpoints.gc import build_plan_counts
     from ftplat.layout import build_summary_uri, build_train_run_uri
     from ftplat.storage import join_uri, path_exists, write_json
     from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
@@ -87,7 +88,7 @@ def run_record_gc(sweep_uri: str, summary, plan) -> None:
     trials = [dataclasses.replace(t, best_checkpoint=current(t.trial_id, t.best_checkpoint)) for t in summary.trials]
     winner = summary.winner and dataclasses.replace(
         summary.winner, best_checkpoint=current(summary.winner.trial_id, summary.winner.best_checkpoint))
-    counts = {a: sum(1 for x in plan if x.action == a) for a in sorted({x.action for x in plan})}
+    counts = build_plan_counts(plan)
     # The policy applied: a failure of the sweep's own final pass, recorded for this, is over.
     summary = dataclasses.replace(summary, trials=trials, winner=winner, checkpoint_gc=counts, retention_error=None)
     try:

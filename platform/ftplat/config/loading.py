@@ -48,21 +48,25 @@ def build_error_path(err: dict[str, Any]) -> str:
     return ".".join(p for p in loc if p not in {"loguniform", "uniform", "int", "choice", "fifo", "asha"})
 
 
-def build_blamed_source(exc: ValidationError, overrides: list[str], source: str, shown_prefix: str = "") -> str:
-    """What an error message names as its input: the ``key=value`` overrides that set the
-    fields it is about (a file that holds a valid value is not to blame), as the user wrote
-    them (``shown_prefix``: ``search.``), else ``source``. An error on a field (``training.
-    hf_args``) blames an override inside it; one on a whole section (``model``: a rule across
-    its fields) blames none, since the file's fields may be the ones at fault."""
+def select_blamed_overrides(paths: list[str], overrides: list[str], shown_prefix: str = "") -> list[str]:
+    """The ``key=value`` overrides that set the fields at ``paths``, as the user wrote them
+    (``shown_prefix``: ``search.``). A path of a field (``training.hf_args``) blames an override
+    inside it; one of a whole section (``model``: a rule across its fields) blames none, since
+    the file's fields may be the ones at fault."""
     blamed = []
-    for err in exc.errors():
-        path = build_error_path(err)
+    for path in paths:
         for override in overrides:
             key = override.partition("=")[0].strip()
             inside = "." in path and key.startswith(path + ".")
             if path and (path == key or path.startswith(key + ".") or inside):
                 blamed.append(shown_prefix + override.strip())
-    blamed = list(dict.fromkeys(blamed))
+    return list(dict.fromkeys(blamed))
+
+
+def build_blamed_source(exc: ValidationError, overrides: list[str], source: str, shown_prefix: str = "") -> str:
+    """What an error message names as its input: the overrides that set the fields it is about
+    (a file that holds a valid value is not to blame), else ``source``."""
+    blamed = select_blamed_overrides([build_error_path(err) for err in exc.errors()], overrides, shown_prefix)
     return f"override {', '.join(blamed)}" if blamed else source
 
 
@@ -70,11 +74,8 @@ def build_message_source(message: str, overrides: list[str], source: str, shown_
     """``build_blamed_source`` for a check that runs after the schema's: its message begins with
     the path it is about (``search space parameters.<path>:``, ``model.peft.r applies ...``)."""
     path = message.removeprefix("search space ").split(":", 1)[0].split(" ", 1)[0].removeprefix(SEARCH_PREFIX)
-    for override in overrides:
-        key = override.partition("=")[0].strip()
-        if path == key or path.startswith(key + ".") or ("." in path and key.startswith(path + ".")):
-            return f"override {shown_prefix}{override.strip()}"
-    return source
+    blamed = select_blamed_overrides([path], overrides, shown_prefix)[:1]
+    return f"override {blamed[0]}" if blamed else source
 
 
 def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:

@@ -10,7 +10,7 @@ import time
 import ray
 from ray import tune
 
-from ftplat.checkpoints.gc import read_gc_plan, run_gc_plan
+from ftplat.checkpoints.gc import build_plan_counts, read_gc_plan, run_gc_plan
 from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
@@ -121,7 +121,7 @@ def run_sweep_retention(job: JobConfig, sweep_path: str, summary: SweepSummary) 
     plan = read_gc_plan(sweep_path, build_retention_policy(job), job.training.resolved_greater_is_better,
                          summary=summary)
     run_gc_plan(plan, dry_run=not job.retention.apply_at_end)
-    counts = {a: sum(1 for x in plan if x.action == a) for a in sorted({x.action for x in plan})}
+    counts = build_plan_counts(plan)
     logger.info("Checkpoint retention (%s): %s", "applied" if job.retention.apply_at_end else "dry run", counts)
     return counts
 
