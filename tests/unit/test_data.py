@@ -136,7 +136,7 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
     model = ModelConfig(name_or_path=str(tiny_model_dir))
     for split in ("train", "test"):
         pq.write_table(pa.table({"text": ["a", "b"], "label": [0, 2]}), tmp_path / f"{split}.parquet")
-    with pytest.raises(ValueError, match="has label 2 outside 0..1; set model.num_labels"):
+    with pytest.raises(ValueError, match="has label 2 outside 0..1 at row 1; set model.num_labels"):
         build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
     # One row without a label: named as such (the column read as names, and the fix offered was
     # to add 'None' to model.id2label)

@@ -105,7 +105,10 @@ def test_a_classlabel_list_is_read_by_name():
 
 @pytest.mark.parametrize("rows, message", [
     ([["sports"], ["cooking"]], r"data\.label_column 'topics' of split 'test' holds labels \['cooking'\]"),
-    ([[0], [3]], r"data\.label_column 'topics' of split 'test' has label 3 outside 0\.\.2"),
+    ([[0], [3]], r"data\.label_column 'topics' of split 'test' has label 3 outside 0\.\.2 at row 1;"),
+    # Rows hold several labels: the row named is the row, not the label's place among all labels
+    ([[0, 1, 2], [1, 2], [0, 7]], r"has label 7 outside 0\.\.2 at row 2;"),
+    ([[0, 1, 2], [1, 2], [-1]], r"has label -1 at row 2 \(1 of 6 labels\)"),
     (["sports", "politics"], r"data\.label_column 'topics' of split 'test' holds 'sports', not a list at row 0.*"
                              r"text-classification"),
     ([["sports"], None], r"has no value at row 1.*\[\] for none"),

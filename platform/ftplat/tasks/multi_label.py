@@ -110,10 +110,11 @@ class MultiLabelClassification(Task):
             row = next(i for i, value in enumerate(rows) if any(v is None for v in value))
             raise UserError(f"{where} has a missing label in row {row} ({rows[row]!r}); give class ids or names only")
         feature = ds.features.get(data.label_column) if getattr(ds, "features", None) is not None else None
+        row_of_label = np.repeat(np.arange(len(rows)), lengths)
         ids = build_class_ids(flat, feature=getattr(feature, "feature", None), column=f"label_column "
-                              f"{data.label_column!r}", data=data, model=model, split=split)
+                              f"{data.label_column!r}", data=data, model=model, split=split, rows=row_of_label)
         labels = np.zeros((len(rows), model.num_labels), dtype=np.float32)
-        labels[np.repeat(np.arange(len(rows)), lengths), ids] = 1.0
+        labels[row_of_label, ids] = 1.0
         return labels
 
     def _build_from_columns(self, ds: Any, data: Any, num_labels: int, split: str) -> np.ndarray:

@@ -36,13 +36,16 @@ def build_class_label_ids(values: np.ndarray, feature: Any, data: Any, model: An
     return np.where(known, remap[np.clip(values, 0, len(names) - 1)], values)
 
 
-def build_class_ids(values: list[Any], *, feature: Any, column: str, data: Any, model: Any, split: str) -> np.ndarray:
+def build_class_ids(values: list[Any], *, feature: Any, column: str, data: Any, model: Any, split: str,
+                    rows: np.ndarray | None = None) -> np.ndarray:
     """Class ids 0..num_labels-1 from ids or from names ``model.id2label`` gives; UserError
-    naming the column otherwise. Shared by every task whose labels are classes."""
-    missing = [row for row, value in enumerate(values) if is_missing_value(value)]
+    naming the column otherwise. Shared by every task whose labels are classes; ``rows`` gives
+    each value's row when a row holds several (multi-label lists), so errors name the row."""
+    row_of = (lambda i: int(rows[i])) if rows is not None else int
+    missing = [i for i, value in enumerate(values) if is_missing_value(value)]
     if missing:  # one None made the column read as names, and the fix offered was to name None
-        raise UserError(f"data.{column} of split {split!r} has no label at row {missing[0]} ({len(missing)} of "
-                        f"{len(values)} rows); fix or drop those rows")
+        raise UserError(f"data.{column} of split {split!r} has no label at row {row_of(missing[0])} ({len(missing)} "
+                        f"of {len(values)} {'labels' if rows is not None else 'rows'}); fix or drop those rows")
     array = np.asarray(values)
     if array.dtype.kind in "OUS":
         label2id = {v: k for k, v in (model.id2label or {}).items()}
@@ -57,12 +60,13 @@ def build_class_ids(values: list[Any], *, feature: Any, column: str, data: Any, 
     ids = build_class_label_ids(array.astype(np.int64), feature, data, model, split)
     bad = ids[(ids < 0) | (ids >= model.num_labels)]
     if bad.size and np.any(bad == -1):
-        row = int(np.flatnonzero(ids == -1)[0])
+        row = row_of(int(np.flatnonzero(ids == -1)[0]))
         raise UserError(f"data.{column} of split {split!r} has label -1 at row {row} ({int(np.sum(ids == -1))} of "
-                        f"{len(ids)} rows); {UNLABELLED_SPLIT_FIX}")
+                        f"{len(ids)} {'labels' if rows is not None else 'rows'}); {UNLABELLED_SPLIT_FIX}")
     if bad.size:
-        raise UserError(f"data.{column} of split {split!r} has label {int(bad[0])} outside 0..{model.num_labels - 1}; "
-                        "set model.num_labels (and model.id2label) to match")
+        row = row_of(int(np.flatnonzero((ids < 0) | (ids >= model.num_labels))[0]))
+        raise UserError(f"data.{column} of split {split!r} has label {int(bad[0])} outside "
+                        f"0..{model.num_labels - 1} at row {row}; set model.num_labels (and model.id2label) to match")
     return ids
 
 
