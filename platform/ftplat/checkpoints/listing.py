@@ -4,6 +4,7 @@ through pyarrow filesystems). Reads only."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 from typing import NamedTuple
@@ -11,9 +12,10 @@ from typing import NamedTuple
 import pyarrow.fs as pafs
 
 from ftplat.checkpoints.strip import select_strippable
-from ftplat.layout import is_checkpoint_folder, parse_train_run_name
+from ftplat.layout import build_train_run_uri, is_checkpoint_folder, parse_train_run_name
 from ftplat.ray_internals import SNAPSHOT_FILE, select_snapshot_latest, select_snapshot_names
-from ftplat.storage import resolve_storage
+from ftplat.records import SweepSummary
+from ftplat.storage import join_uri, path_exists, resolve_storage
 
 
 def list_dirs(fs: pafs.FileSystem, path: str) -> list[str]:
@@ -72,3 +74,19 @@ def read_storage_listing(sweep_uri: str) -> StorageListing:
             if (name := select_snapshot_latest(snapshot)) is not None:
                 latest[run] = name
     return StorageListing(sweep_uri, folders, tracked, latest, strippable)
+
+
+def read_current_checkpoint_existence(summary: SweepSummary, sweep_uri: str | None = None) -> SweepSummary:
+    """The summary with each best checkpoint's ``exists`` read again from storage (a retention
+    pass may have deleted some since): at its recorded path, or under ``sweep_uri`` when given
+    (a sweep copied elsewhere records the original's paths)."""
+    def current(trial_id: str, ckpt):
+        if ckpt is None:
+            return None
+        path = join_uri(build_train_run_uri(sweep_uri, trial_id), ckpt.name) if sweep_uri else ckpt.path
+        return dataclasses.replace(ckpt, exists=path_exists(path))
+
+    trials = [dataclasses.replace(t, best_checkpoint=current(t.trial_id, t.best_checkpoint)) for t in summary.trials]
+    winner = summary.winner and dataclasses.replace(
+        summary.winner, best_checkpoint=current(summary.winner.trial_id, summary.winner.best_checkpoint))
+    return dataclasses.replace(summary, trials=trials, winner=winner)

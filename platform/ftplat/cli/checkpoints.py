@@ -75,22 +75,15 @@ def run_record_gc(sweep_uri: str, summary, plan) -> None:
     import dataclasses
 
     from ftplat.checkpoints.gc import build_plan_counts
-    from ftplat.layout import build_summary_uri, build_train_run_uri
-    from ftplat.storage import join_uri, path_exists, write_json
+    from ftplat.checkpoints.listing import read_current_checkpoint_existence
+    from ftplat.layout import build_summary_uri
+    from ftplat.storage import write_json
     from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
 
-    def current(trial_id, ckpt):
-        if ckpt is None:
-            return None
-        return dataclasses.replace(ckpt, exists=path_exists(join_uri(build_train_run_uri(sweep_uri, trial_id),
-                                                                     ckpt.name)))
-
-    trials = [dataclasses.replace(t, best_checkpoint=current(t.trial_id, t.best_checkpoint)) for t in summary.trials]
-    winner = summary.winner and dataclasses.replace(
-        summary.winner, best_checkpoint=current(summary.winner.trial_id, summary.winner.best_checkpoint))
+    summary = read_current_checkpoint_existence(summary, sweep_uri)
     counts = build_plan_counts(plan)
     # The policy applied: a failure of the sweep's own final pass, recorded for this, is over.
-    summary = dataclasses.replace(summary, trials=trials, winner=winner, checkpoint_gc=counts, retention_error=None)
+    summary = dataclasses.replace(summary, checkpoint_gc=counts, retention_error=None)
     try:
         summary = build_sweep_cost(summary, *read_folder_bytes(sweep_uri))
     except OSError as exc:  # what the sweep keeps is information; the gc itself is done

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
 
@@ -11,6 +10,7 @@ import ray
 from ray import tune
 
 from ftplat.checkpoints.gc import build_plan_counts, read_gc_plan, run_gc_plan
+from ftplat.checkpoints.listing import read_current_checkpoint_existence
 from ftplat.checkpoints.retention import RetentionPolicy
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
@@ -18,9 +18,9 @@ from ftplat.environment import scoped_environ
 from ftplat.errors import SweepInterrupted
 from ftplat.layout import build_summary_uri, build_sweep_config_uri
 from ftplat.ray_internals import read_dashboard_url, run_start_autoscaling_coordinator
-from ftplat.records import OBJECTIVE_KEY, BestCheckpoint, SweepSummary
+from ftplat.records import OBJECTIVE_KEY, SweepSummary
 from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, read_alive_node_resources, run_ray_init
-from ftplat.storage import check_writable, path_exists, write_json
+from ftplat.storage import check_writable, write_json
 from ftplat.tracking.params import build_parent_params
 from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
@@ -251,16 +251,3 @@ def run_close_sweep(job: JobConfig, summary: SweepSummary, tracking: dict[str, s
                            "the MLflow runs are not", summary.tracking_error)
             summary.write()
     return summary
-
-
-def read_current_checkpoint_existence(summary: SweepSummary) -> SweepSummary:
-    """The summary with each best checkpoint's ``exists`` read again from storage: it was read
-    before the final retention pass, which may have deleted some."""
-    def current(ckpt: BestCheckpoint | None) -> BestCheckpoint | None:
-        return dataclasses.replace(ckpt, exists=path_exists(ckpt.path)) if ckpt else None
-
-    trials = [dataclasses.replace(t, best_checkpoint=current(t.best_checkpoint)) for t in summary.trials]
-    winner = summary.winner
-    if winner:
-        winner = dataclasses.replace(winner, best_checkpoint=current(winner.best_checkpoint))
-    return dataclasses.replace(summary, trials=trials, winner=winner)
