@@ -3,13 +3,15 @@ validation score that selected the winner."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ftplat import runtime
 from ftplat.config.schema import JobConfig
 from ftplat.records import SweepSummary
 from ftplat.tune.summary import format_winner_line
-from ftplat.tune.test_score import build_test_score_cpus, build_test_skip_reason
+from ftplat.tune.test_score import build_test_score_cpus, build_test_score_request, build_test_skip_reason
 
 STATS = {"selection": "held out of the train split", "train": {"split": "train", "rows": 90},
          "eval": {"split": "train (held out)", "rows": 10}, "test": {"split": "test", "rows": 40}}
@@ -89,3 +91,18 @@ def test_a_gpu_test_score_fits_the_cpus_of_a_gpu_node(monkeypatch):
     assert cpus() == 64
     assert cpus(use_gpu=True) == 8
     assert cpus(use_gpu=True, gpus_per_worker=0.5) == 12
+
+
+def test_the_test_score_uses_the_winners_own_values():
+    """The winner trained and was selected with its searched values (a masking rate, label
+    smoothing): the test split is scored with them, not with the sweep's base job."""
+    job = JobConfig.model_validate({"task": {"type": "masked-lm", "mlm_probability": 0.15},
+                                    "training": {"learning_rate": 2.0e-5}})
+    winner = dataclasses.replace(_summary().winner, hyperparameters={
+        "task.mlm_probability": 0.6, "training.hf_args.label_smoothing_factor": 0.1, "training.learning_rate": 1e-4})
+    request = build_test_score_request(job, winner, data_ref=None, cpus=2)
+    scored = JobConfig.model_validate(request["job"])
+    assert scored.task.mlm_probability == 0.6 and scored.training.learning_rate == 1e-4
+    assert scored.training.hf_args == {"label_smoothing_factor": 0.1}
+    assert request["checkpoint"] == "/s/train-a/checkpoint-4" and request["threads"] == 2
+    assert job.task.mlm_probability == 0.15  # the sweep's job is left as it was

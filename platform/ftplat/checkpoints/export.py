@@ -15,7 +15,7 @@ from typing import Any
 
 from ftplat.checkpoints.card import build_card_data, build_card_document, build_public_name, build_public_text
 from ftplat.checkpoints.model_dir import run_write_model_dir
-from ftplat.config.loading import set_dotted
+from ftplat.config.loading import build_trial_job
 from ftplat.config.schema import TaskConfig
 from ftplat.errors import UserError
 from ftplat.layout import build_sweep_config_uri, build_train_run_uri
@@ -256,7 +256,7 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
     card = build_model_card(summary, trial, sweep_config)  # before copying: a failure leaves OUT_DIR empty
     job = (sweep_config or {}).get("job")
     # The winner's own job: its searched values (model.peft.r...) are what the card must name.
-    winner_job = set_dotted(job, trial.hyperparameters or {}) if job else job
+    winner_job = build_trial_job(job, trial.hyperparameters) if job else job
     weights = run_write_model_dir(checkpoint_uri, out_dir, winner_job,
                                   adapter_only=adapter_only)
     card += build_weights_section(weights, build_task(settings).auto_model)

@@ -13,13 +13,13 @@ from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import (SearchSpaceConfig, build_default_parameter_data,
                                          check_against_job)
 from ftplat.config.yaml_input import (FLOAT_TEXT_RE, apply_overrides, build_literal_override, parse_override_value,
-                                      read_yaml, set_dotted)
+                                      build_trial_job, read_yaml, set_dotted)
 from ftplat.errors import ConfigError
 from ftplat.tasks import build_task
 from ftplat.zero.config import build_sweep_deepspeed_configs, is_preset
 
-__all__ = ["ConfigError", "apply_overrides", "build_literal_override", "build_sweep_configs", "load_sweep_configs",
-           "parse_override_value", "read_yaml", "set_dotted", "validate"]
+__all__ = ["ConfigError", "apply_overrides", "build_literal_override", "build_sweep_configs", "build_trial_job",
+           "load_sweep_configs", "parse_override_value", "read_yaml", "set_dotted", "validate"]
 
 M = TypeVar("M", bound=BaseModel)
 

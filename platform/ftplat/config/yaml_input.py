@@ -174,3 +174,10 @@ def set_dotted(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[last] = value
     return data
+
+
+def build_trial_job(job: dict[str, Any], hyperparameters: dict[str, Any] | None) -> dict[str, Any]:
+    """A trial's own job config (a dict): the sweep's job with the trial's searched values set.
+    What the trial trained with is what its test score, its export and its registered model
+    must use (a searched ``task.mlm_probability`` masks the test split as it masked training)."""
+    return set_dotted(job, hyperparameters or {})

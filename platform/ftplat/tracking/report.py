@@ -12,6 +12,7 @@ from typing import Any
 
 from ftplat.checkpoints.export import build_task_settings, run_write_task_file
 from ftplat.checkpoints.model_dir import run_write_model_dir
+from ftplat.config.loading import build_trial_job
 from ftplat.layout import SUMMARY_FILE, build_sweep_config_uri
 from ftplat.records import SweepSummary, TrialRecord
 from ftplat.storage import path_exists, read_json
@@ -126,10 +127,12 @@ def run_register_winner(tracking: dict[str, str], summary: SweepSummary, model_n
     sweep_config = read_json(config_uri) if path_exists(config_uri) else None
     task_settings = build_task_settings(sweep_config, summary)
     with tempfile.TemporaryDirectory() as tmp, scoped_tracking_uri(tracking["tracking_uri"]):
-        # A peft winner is registered merged: it serves like any other model.
-        run_write_model_dir(winner.best_checkpoint.path, tmp, (sweep_config or {}).get("job"))
-        run_write_task_file(tmp, task_settings)
+        # The winner's own job (its searched model.peft values); a peft winner is registered
+        # merged: it serves like any other model.
         job = (sweep_config or {}).get("job") or {}
+        job = build_trial_job(job, winner.hyperparameters) if job else job
+        run_write_model_dir(winner.best_checkpoint.path, tmp, job or None)
+        run_write_task_file(tmp, task_settings)
         text_pair = bool((job.get("data") or {}).get("text_pair_column"))
         example, signature = run_infer_signature(tmp, text_pair=text_pair)
         with mlflow.start_run(run_id=tracking["parent_run_id"]):

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from ftplat.config.loading import set_dotted
+from ftplat.config.loading import build_trial_job
 from ftplat.config.schema import JobConfig
 from ftplat.records import COMPLETED_STATUS, SweepSummary, TrialRecord
 from ftplat.storage import resolve_storage
@@ -24,7 +24,7 @@ def build_trial_reservation(job: JobConfig, hyperparameters: dict[str, Any]) -> 
     """``(cpus, gpus)`` one trial holds: its driver and its workers, with its own values
     applied (``resources.*`` can be searched like any field)."""
     if any(k.startswith("resources.") for k in hyperparameters):
-        job = JobConfig.model_validate(set_dotted(job.model_dump(), hyperparameters))
+        job = JobConfig.model_validate(build_trial_job(job.model_dump(), hyperparameters))
     r = job.resources
     gpus = r.num_workers * r.gpus_per_worker if r.use_gpu else 0.0
     return r.trial_driver_cpus + r.num_workers * r.cpus_per_worker, gpus

@@ -8,8 +8,9 @@ from typing import Any
 
 import ray
 
+from ftplat.config.loading import build_trial_job
 from ftplat.config.schema import JobConfig
-from ftplat.records import EVAL_TIMING_KEYS, SweepSummary, clean_value
+from ftplat.records import EVAL_TIMING_KEYS, SweepSummary, Winner, clean_value
 from ftplat.runtime import build_worker_need, build_worker_slots, read_alive_node_resources
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,15 @@ def build_test_score_cpus(job: JobConfig, nodes: list[dict[str, float]]) -> int:
     return max(1, int(res.cpus_per_worker), int(min(held, node_cpus)))
 
 
+def build_test_score_request(job: JobConfig, winner: Winner, data_ref: ray.ObjectRef,
+                             cpus: int) -> dict[str, Any]:
+    """What the scoring task gets (plain data): the winner's own job (its searched values
+    applied: a searched ``task.mlm_probability`` or label smoothing changes the test loss),
+    its best checkpoint, the tables and the task's CPUs."""
+    return {"job": build_trial_job(job.model_dump(), winner.hyperparameters),
+            "checkpoint": winner.best_checkpoint.path, "data_ref": [data_ref], "threads": cpus}
+
+
 def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRef,
                    stats: dict[str, Any]) -> dict[str, Any]:
     """The summary's ``test`` record: the winner's best checkpoint scored on the test split
@@ -63,8 +73,7 @@ def run_test_score(job: JobConfig, summary: SweepSummary, data_ref: ray.ObjectRe
         num_cpus=cpus, num_gpus=res.gpus_per_worker if res.use_gpu else 0, max_retries=0)
     logger.info("Scoring the winner (trial %s) on the test split %r (%d rows, %d CPUs)", winner.trial_id,
                 stats["test"]["split"], stats["test"]["rows"], cpus)
-    metrics = ray.get(task.remote({"job": job.model_dump(), "checkpoint": winner.best_checkpoint.path,
-                                   "data_ref": [data_ref], "threads": cpus}))
+    metrics = ray.get(task.remote(build_test_score_request(job, winner, data_ref, cpus)))
     return {"split": stats["test"]["split"], "rows": stats["test"]["rows"], "trial_id": winner.trial_id,
             "checkpoint": winner.best_checkpoint.path,
             "metrics": {k: clean_value(v) for k, v in metrics.items()

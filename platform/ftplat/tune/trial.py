@@ -13,7 +13,7 @@ import ray.tune
 from ray.train.constants import RAY_TRAIN_ENABLE_STATE_TRACKING
 
 from ftplat.checkpoints.gc import run_repair_snapshot
-from ftplat.config.loading import set_dotted
+from ftplat.config.loading import build_trial_job
 from ftplat.config.schema import JobConfig
 from ftplat.layout import build_train_run_name, build_train_run_uri, build_trial_result_uri, read_trial_finished
 from ftplat.scoring import build_evaluation_report
@@ -111,7 +111,7 @@ def train_driver_fn(config: dict[str, Any], *, job: dict[str, Any], objective: d
     # handled by resources.max_failures either way. A cluster's own setting wins.
     os.environ.setdefault(PREEMPTION_WATCHER_ENV, "0")
     trial_id = ray.tune.get_context().get_trial_id()
-    trial_job = JobConfig.model_validate(set_dotted(job, config))
+    trial_job = JobConfig.model_validate(build_trial_job(job, config))
     run_name = build_train_run_name(trial_id)
     finished = read_finished_report(sweep_path, trial_id, objective)
     if finished is not None:
