@@ -24,6 +24,9 @@ def compute(eval_pred):
 
 def incomplete(eval_pred):
     return {"errors": 0.0}
+
+def replaces_accuracy(eval_pred):
+    return {"errors": 0.0, "accuracy": 0.0}
 '''
 
 
@@ -64,6 +67,12 @@ def test_a_metric_function_that_does_not_import_or_return_its_names_is_refused(m
                                              "metric_modes": {"errors": "min", "positives": "max"}}})
     with pytest.raises(UserError, match=r"returned no \['positives'\]"):
         build_task(job).compute_metrics(SimpleNamespace(predictions=np.zeros((2, 2)), label_ids=np.asarray([0, 1])))
+    # A built-in's name returned: it would replace the built-in that ranks checkpoints and trials
+    job = JobConfig.model_validate({"task": {"metric_fn": "my_metrics:replaces_accuracy",
+                                             "metric_modes": {"errors": "min"}}})
+    with pytest.raises(UserError, match=r"returned \['accuracy'\], built-in metrics of task.type "
+                                        r"text-classification; return them under names of your own"):
+        build_task(job).compute_metrics(SimpleNamespace(predictions=np.eye(2), label_ids=np.asarray([0, 1])))
 
 
 @pytest.mark.parametrize("task, modes, expected", [

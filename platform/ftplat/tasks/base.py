@@ -228,6 +228,13 @@ class Task:
             if missing:
                 raise UserError(f"task.metric_fn {self.settings.metric_fn!r} returned no {missing} "
                                 "(task.metric_modes names them)")
+            # A built-in replaced would rank checkpoints and trials by the user's number under
+            # the built-in's name (eval_accuracy is the default metric_for_best_model).
+            clashes = sorted(set(extra or {}) & set(self.metrics))
+            if clashes:
+                raise UserError(f"task.metric_fn {self.settings.metric_fn!r} returned {clashes}, built-in metrics "
+                                f"of task.type {self.name}; return them under names of your own "
+                                f"(e.g. {clashes[0]!r} as 'my_{clashes[0]}')")
             result.update({k: float(v) for k, v in extra.items()})
         return result
 
