@@ -272,3 +272,18 @@ def test_pyfunc_inputs_are_numbered_from_1_as_the_pair_check_numbers_them():
 
     with pytest.raises(ValueError, match=r"^input 2 is int: give a text"):
         build_pyfunc_inputs(["a text", 7])
+
+
+def test_pyfunc_inputs_under_other_column_names_are_refused_naming_text():
+    """No guessing which column holds the texts: a table's first column was a title."""
+    import pandas as pd
+
+    from ftplat.tracking.pyfunc_model import build_pyfunc_inputs
+
+    with pytest.raises(ValueError, match=r"columns \['title', 'review'\] and no 'text' column; name the column"):
+        build_pyfunc_inputs(pd.DataFrame({"title": ["Great"], "review": ["a dull and tedious film"]}))
+    with pytest.raises(ValueError, match=r"the dict has keys \['review'\] and no 'text'"):
+        build_pyfunc_inputs({"review": ["a dull film"]})
+    # One column (MLflow's frame of a list of texts) and a text column anywhere are read
+    assert build_pyfunc_inputs(pd.DataFrame(["a", "b"])) == ["a", "b"]
+    assert build_pyfunc_inputs(pd.DataFrame({"title": ["t"], "text": ["a"]})) == ["a"]

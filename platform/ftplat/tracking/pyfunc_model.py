@@ -132,11 +132,15 @@ def build_pyfunc_input(item: Any, index: int) -> str | dict[str, str]:
 
 def build_pyfunc_inputs(model_input: Any) -> list[str | dict[str, str]]:
     """The inputs of ``predict``: a text, a list of texts or of ``{"text", "text_pair"}`` dicts,
-    a dict of columns, or a DataFrame with a ``text`` column (its first column otherwise) and
-    an optional ``text_pair`` column."""
+    a dict of columns, or a DataFrame with a ``text`` column (or one column only, as MLflow
+    makes of a list of texts) and an optional ``text_pair`` column. Columns under other names
+    are refused, naming ``text``: guessing one classified a ``title`` in place of the review."""
     if isinstance(model_input, str):
         return [model_input]
     if hasattr(model_input, "columns"):  # a pandas DataFrame
+        if "text" not in model_input.columns and len(model_input.columns) != 1:
+            raise ValueError(f"the DataFrame has columns {[str(c) for c in model_input.columns]} and no 'text' "
+                             "column; name the column of texts 'text' (and a pair's second 'text_pair')")
         column = "text" if "text" in model_input.columns else model_input.columns[0]
         texts = model_input[column].tolist()
         pairs = model_input["text_pair"].tolist() if "text_pair" in model_input.columns else [None] * len(texts)
@@ -144,6 +148,9 @@ def build_pyfunc_inputs(model_input: Any) -> list[str | dict[str, str]]:
     elif isinstance(model_input, dict):
         if isinstance(model_input.get("text"), str):
             rows = [model_input]
+        elif "text" not in model_input:
+            raise ValueError(f"the dict has keys {sorted(map(str, model_input))} and no 'text'; give "
+                             "{'text': [texts...]} (and 'text_pair' for pairs), or a list of texts")
         else:  # columns: {"text": [...], "text_pair": [...]} (numpy arrays from MLflow's REST server)
             texts = [] if model_input.get("text") is None else list(model_input["text"])
             pairs = [None] * len(texts) if model_input.get("text_pair") is None else list(model_input["text_pair"])
