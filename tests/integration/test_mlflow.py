@@ -134,3 +134,30 @@ def test_registered_model_predicts(tracked_sweep):
     assert signature is not None and {"label", "score"} <= set(signature.outputs.input_names())
     out = model.predict(["i love this movie", "i hate this movie"])
     assert len(out) == 2 and {o["label"] for o in out} <= {"neg", "pos"}
+
+
+def test_a_two_worker_eval_loss_is_the_loss_of_one_process(tracked_sweep, tmp_path):
+    """Two workers evaluate shards of the eval split; their eval_loss is what one process
+    reports for the same weights (it was x2: BERT's head takes **kwargs and returns a mean,
+    which the Trainer scaled by the workers, huggingface/transformers#47688)."""
+    import transformers
+
+    from ftplat.config.loading import build_trial_job
+    from ftplat.config.schema import JobConfig
+    from ftplat.data.preparation import build_tokenized_tables
+    from ftplat.layout import build_sweep_config_uri
+    from ftplat.storage import read_json
+    from ftplat.train.worker import build_trainer
+
+    _, summary = tracked_sweep
+    winner = summary["winner"]
+    trial = next(t for t in summary["trials"] if t["trial_id"] == winner["trial_id"])
+    row = next(r for r in trial["history"] if r["step"] == winner["best_checkpoint"]["step"])
+    job = JobConfig.model_validate(build_trial_job(read_json(build_sweep_config_uri(summary["sweep_path"]))["job"],
+                                                   winner["hyperparameters"]))
+    tables = build_tokenized_tables(job).tables
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(winner["best_checkpoint"]["path"])
+    metrics = build_trainer(job, train_table=None, eval_table=tables["eval"], output_dir=str(tmp_path),
+                            model=model).evaluate()
+    assert metrics["eval_accuracy"] == pytest.approx(row["eval_accuracy"])
+    assert metrics["eval_loss"] == pytest.approx(row["eval_loss"], rel=1e-3)

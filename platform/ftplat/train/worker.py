@@ -25,6 +25,7 @@ from ftplat.tracking.callback import MlflowTrialCallback, read_tracking_errors
 from ftplat.tracking.trial_runs import RemoteTrialRuns
 from ftplat.train.arguments import build_training_arguments
 from ftplat.tasks import build_task
+from ftplat.train.loss_kwargs import set_loss_kwargs_path
 from ftplat.train.modeling import build_model
 from ftplat.train.progress import ProgressLineCallback, run_replace_printer
 from ftplat.train.reporting import RayScopeReportCallback
@@ -67,7 +68,7 @@ def build_trainer(
         set_seed(job.training.seed)
         trainer_kwargs["model"] = build_model(job, tokenizer)
     trainer_kwargs.setdefault("preprocess_logits_for_metrics", task.build_logits_reducer())
-    return Trainer(
+    return set_loss_kwargs_path(Trainer(
         args=args,
         train_dataset=build_torch_dataset(train_table) if train_table is not None else None,
         eval_dataset=build_torch_dataset(eval_table),
@@ -76,7 +77,7 @@ def build_trainer(
         compute_metrics=task.compute_metrics,
         callbacks=list(callbacks),
         **trainer_kwargs,
-    )
+    ))
 
 
 def run_worker(config: dict[str, Any], *, entered: float | None = None) -> dict[str, Any]:
