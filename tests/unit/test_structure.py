@@ -256,6 +256,20 @@ def test_a_trial_has_a_process_group_only_when_its_workers_need_one(num_workers,
                             train_loop_config={"deepspeed": deepspeed})
     assert isinstance(trainer, TorchTrainer) is process_group
     assert type(trainer.backend_config) is (TorchConfig if process_group else BackendConfig)
+    if process_group:  # HF's default, which Train's process group then has
+        assert trainer.backend_config.timeout_s == 1800
+
+
+def test_the_process_group_times_out_after_hf_args_ddp_timeout():
+    """Train creates the group before HF could: HF's ddp_timeout was accepted and ignored."""
+    from ftplat.config.schema import JobConfig
+    from ftplat.tune.trial import build_trainer
+
+    job = JobConfig.model_validate({"resources": {"num_workers": 2},
+                                    "training": {"hf_args": {"ddp_timeout": 7200}}})
+    trainer = build_trainer(job, run_name="train-x", sweep_path="/tmp/unused", callbacks=[],
+                            train_loop_config={"deepspeed": None})
+    assert trainer.backend_config.timeout_s == 7200
 
 
 def test_a_one_worker_trial_driver_never_imports_torch():

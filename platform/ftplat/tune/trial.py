@@ -41,6 +41,13 @@ warnings.filterwarnings("ignore", message=r"`ExecutionOptions\.exclude_resources
 
 #: Seconds between a Train controller's polls of its workers (a cluster's own setting wins).
 TRAIN_POLL_INTERVAL_S = "0.25"
+#: TrainingArguments' ddp_timeout default (seconds), Train's TorchConfig default too.
+DDP_TIMEOUT_DEFAULT_S = 1800
+
+
+def build_ddp_timeout_s(job: JobConfig) -> int:
+    """The process group's timeout: ``training.hf_args.ddp_timeout`` as HF reads it (1800 s)."""
+    return int(job.training.hf_args.get("ddp_timeout", DDP_TIMEOUT_DEFAULT_S))
 
 
 def build_trainer(
@@ -59,9 +66,17 @@ def build_trainer(
     # DeepSpeed wants its distributed setup even for one worker; what the lean classes leave
     # out, and why, is in build_lean_trainer_class.
     process_group = res.num_workers > 1 or train_loop_config.get("deepspeed") is not None
+    group_kwargs = {}
+    if process_group:
+        from ray.train.torch import TorchConfig
+
+        # Train creates the process group before the Trainer exists, so HF's own ddp_timeout
+        # (the collectives' timeout: a long save or evaluation on one rank) is Train's to set.
+        group_kwargs["torch_config"] = TorchConfig(timeout_s=build_ddp_timeout_s(job))
     return build_lean_trainer_class(process_group=process_group)(
         train_fn_per_worker,
         train_loop_config=train_loop_config,
+        **group_kwargs,
         scaling_config=ray.train.ScalingConfig(
             num_workers=res.num_workers, use_gpu=res.use_gpu, resources_per_worker=per_worker
         ),
