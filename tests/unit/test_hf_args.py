@@ -81,6 +81,42 @@ def test_refused_fields_name_the_reason(hf_args, message):
     assert message in str(err.value)
 
 
+@pytest.mark.parametrize("hf_args, message", [
+    # Both break ftplat's own metrics in every trial (a KeyError on metric_for_best_model; a
+    # compute_metrics signature error pointing at code the user did not write)
+    ({"prediction_loss_only": True}, "'prediction_loss_only' is set by ftplat and cannot be passed through: every "
+                                     "evaluation computes the task's metrics"),
+    ({"batch_eval_metrics": True}, "'batch_eval_metrics' is set by ftplat and cannot be passed through"),
+    # Names from guides and notebooks that transformers 5 removed: where the setting lives now
+    ({"warmup_ratio": 0.1}, "'warmup_ratio' is not a TrainingArguments field of transformers 5: use "
+                            "training.warmup_steps, where a value below 1 is a fraction of the training steps"),
+    ({"save_safetensors": False}, "leave it out: transformers 5 always saves safetensors"),
+    ({"no_cuda": True}, "use resources.use_gpu"),
+    ({"ray_scope": "last"}, "use the search space's scope (search.scope=last-5-avg)"),
+])
+def test_fields_users_know_from_hf_name_where_they_live(hf_args, message):
+    with pytest.raises(ValidationError) as err:
+        job_with(hf_args)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("training.label_smoothing_factor=0.1", "training.label_smoothing_factor: unknown key; a TrainingArguments field "
+                                            "without a setting of its own: give it as "
+                                            "training.hf_args.label_smoothing_factor"),
+    ("training.evaluation_strategy=epoch", "training.evaluation_strategy: unknown key; use training.eval_strategy"),
+    ("training.report_to=none", "training.report_to: unknown key; set by ftplat: ftplat reports to Ray Tune"),
+    ("training.labl=1", "training.labl: unknown key (check the spelling; see the config reference in README.md)"),
+    ("search.parameters.training.label_smoothing_factor={type: uniform, low: 0.0, high: 0.2}",
+     "'label_smoothing_factor' is not a field of training; a TrainingArguments field without a setting of its own: "
+     "give it as parameters.training.hf_args.label_smoothing_factor"),
+])
+def test_a_training_arguments_name_under_training_says_where_it_goes(override, message):
+    with pytest.raises(ConfigError) as err:
+        load_sweep_configs(None, None, [override])
+    assert message in str(err.value)
+
+
 def test_an_unknown_name_without_a_close_match_gets_no_guess():
     with pytest.raises(ValidationError) as err:
         job_with({"zzz_qqq": 1})

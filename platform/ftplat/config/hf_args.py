@@ -44,7 +44,41 @@ OWNED_FIELDS = {
                   "objective; evaluate less often with training.eval_steps",
     "eval_on_start": "the untrained model's evaluation would count in the trial's scope objective (avg, "
                      "last-N-avg) though no checkpoint holds that model",
+    "prediction_loss_only": "every evaluation computes the task's metrics, which training.metric_for_best_model "
+                            "and the objective read",
+    "batch_eval_metrics": "the task's metrics (and task.metric_fn) take the whole evaluation's predictions",
 }
+
+#: TrainingArguments names from guides and notebooks that transformers 5 removed or ftplat
+#: spells otherwise, with where the setting lives now.
+HF_SPELLINGS = {
+    "evaluation_strategy": "use training.eval_strategy (transformers renamed it)",
+    "warmup_ratio": "use training.warmup_steps, where a value below 1 is a fraction of the training steps",
+    "save_safetensors": "leave it out: transformers 5 always saves safetensors",
+    "fp16_opt_level": "use training.fp16 or training.bf16 (transformers 5 removed apex)",
+    "half_precision_backend": "use training.fp16 or training.bf16 (transformers 5 removed apex)",
+    "jit_mode_eval": "leave it out: transformers 5 removed it",
+    "no_cuda": "use resources.use_gpu",
+    "use_cpu": "use resources.use_gpu",
+    "ray_scope": "use the search space's scope (search.scope=last-5-avg)",
+    "per_gpu_train_batch_size": "use training.per_device_train_batch_size",
+    "per_gpu_eval_batch_size": "use training.per_device_eval_batch_size",
+}
+
+
+def build_training_key_hint(name: str, *, own_fields: set[str]) -> str | None:
+    """Where a ``training.<name>`` that the schema does not know lives, for a name users know
+    from TrainingArguments: ``training.hf_args.<name>``, a field ftplat sets, a renamed or
+    removed one; None for other names. Imports transformers (an error path only)."""
+    if name in HF_SPELLINGS:
+        return HF_SPELLINGS[name]
+    if name in OWNED_FIELDS:
+        return f"set by ftplat: {OWNED_FIELDS[name]}"
+    from transformers import TrainingArguments
+
+    if name in {f.name for f in dataclasses.fields(TrainingArguments) if f.init} and name not in own_fields:
+        return f"a TrainingArguments field without a setting of its own: give it as training.hf_args.{name}"
+    return None
 
 #: Fields transformers 5 replaced, as ``{old name: (new field, value meaning the old True)}``:
 #: the old spelling (in every guide and notebook) is translated when the installed version lacks it.
@@ -93,6 +127,8 @@ def check_hf_args(values: dict[str, Any], *, own_fields: set[str]) -> dict[str, 
     for name, value in values.items():
         if name in OWNED_FIELDS:
             raise ValueError(f"{name!r} is set by ftplat and cannot be passed through: {OWNED_FIELDS[name]}")
+        if name not in fields and name in HF_SPELLINGS:
+            raise ValueError(f"{name!r} is not a TrainingArguments field of transformers 5: {HF_SPELLINGS[name]}")
         if name in own_fields:
             raise ValueError(f"{name!r} has its own setting: use training.{name} instead of training.hf_args.{name}")
         if name not in fields:

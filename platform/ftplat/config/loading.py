@@ -8,8 +8,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ftplat.config.hf_args import build_training_key_hint
 from ftplat.config.peft_config import check_peft_method_fields
 from ftplat.config.schema import JobConfig, looks_like_local_path
+from ftplat.config.training_config import TrainingConfig
 from ftplat.config.search_space import (SearchSpaceConfig, build_default_parameter_data,
                                          check_against_job)
 from ftplat.config.yaml_input import (FLOAT_TEXT_RE, apply_overrides, build_literal_override, parse_override_value,
@@ -78,6 +80,17 @@ def build_message_source(message: str, overrides: list[str], source: str, shown_
     return f"override {blamed[0]}" if blamed else source
 
 
+def build_unknown_key_message(path: str) -> str:
+    """What an unknown key's error says: where a TrainingArguments name lives for
+    ``training.<name>``, else to check the spelling."""
+    section, _, name = path.partition(".")
+    if section == "training" and name and "." not in name:
+        hint = build_training_key_hint(name, own_fields=set(TrainingConfig.model_fields))
+        if hint:
+            return f"unknown key; {hint}"
+    return "unknown key (check the spelling; see the config reference in README.md)"
+
+
 def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
     """One line per problem: ``<yaml.path>: <what is wrong>; <what was given>``."""
     lines = []
@@ -87,7 +100,7 @@ def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
         kind = err["type"]
         msg = err["msg"].removeprefix("Value error, ")
         if kind == "extra_forbidden":
-            msg = "unknown key (check the spelling; see the config reference in README.md)"
+            msg = build_unknown_key_message(path)
         elif kind in {"float_type", "int_type", "bool_type", "string_type", "literal_error"} or kind.endswith("_parsing"):
             msg = f"{msg}; {_describe_input(err.get('input'))}"
             if kind == "string_type" and isinstance(err.get("input"), (dt.date, int, float)):
@@ -217,7 +230,7 @@ def build_sweep_configs(job_data: dict[str, Any], space_data: dict[str, Any], ov
     try:
         check_peft_zero_stage(job, build_sweep_deepspeed_configs(job, space.parameters))
     except ValueError as exc:
-        raise ConfigError(f"{job_source}: {exc}") from None
+        raise ConfigError(f"{build_message_source(str(exc), job_overrides, job_source)}: {exc}") from None
     return job, space
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
+from ftplat.config.hf_args import build_training_key_hint
 from ftplat.config.peft_config import ALL_FIELDS
 from ftplat.config.schema import JobConfig, StrictModel, check_task_metric, normalize_eval_metric
 from ftplat.config.yaml_input import FLOAT_TEXT_RE
@@ -270,8 +271,10 @@ def check_against_job(space: SearchSpaceConfig, job: JobConfig) -> None:
                                  f"(e.g. model.peft: {{method: lora}}) to search its fields")
             if not isinstance(node, dict) or part not in node:
                 where = ".".join(parts[:depth]) or "the job config"
+                hint = build_training_key_hint(part, own_fields=set(node)) if parts[:depth] == ["training"] else None
                 raise ValueError(
                     f"search space parameters.{path}: {part!r} is not a field of {where}"
+                    + (f"; {hint.replace('training.hf_args.', 'parameters.training.hf_args.')}" if hint else "")
                 )
             node = node[part]
         if isinstance(node, dict):
