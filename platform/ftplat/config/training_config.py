@@ -23,7 +23,11 @@ class TrainingConfig(StrictModel):
     per_device_eval_batch_size: int = Field(default=16, ge=1)
     """Evaluation batch size of each worker."""
     gradient_accumulation_steps: int = Field(default=1, ge=1)
-    """Micro-batches per optimizer step."""
+    """Micro-batches per optimizer step. The loss and its gradient are the global batch's: a head
+    whose loss is a mean (classifiers, BERT-style masked LMs) is divided by the steps, a causal
+    LM sums over the label tokens of all micro-batches and workers, as the Trainer does
+    (transformers 5 scaled the first kind by the steps and the workers:
+    huggingface/transformers#47688)."""
     learning_rate: float = Field(default=2.0e-5, gt=0, lt=1)
     """Peak AdamW learning rate (searched by default)."""
     weight_decay: float = Field(default=0.01, ge=0, lt=1)
