@@ -134,12 +134,13 @@ def test_the_task_reads_text_or_a_prompt_and_completion():
     assert (build_task("masked-lm").peft_task_type, causal.peft_task_type) == (None, "CAUSAL_LM")
 
 
-def test_the_training_arguments_carry_the_losses_for_perplexity(tmp_path):
+def test_the_training_arguments_are_the_users_for_a_language_model(tmp_path):
+    """Perplexity needs no evaluation losses (the reducer sums each row's NLL), so a user's
+    metric_fn gets HF's two-item EvalPrediction, as run_mlm.py's compute_metrics unpacks it."""
     from ftplat.train.arguments import build_training_arguments
 
     args = build_training_arguments(make_job({"type": "masked-lm"}), output_dir=str(tmp_path))
-    assert args.include_for_metrics == ["loss"]
-    assert build_training_arguments(JobConfig(), output_dir=str(tmp_path)).include_for_metrics == []
+    assert args.include_for_metrics == []
 
 
 # --- blocks, lines, packing and prompts ----------------------------------------------------
@@ -289,18 +290,26 @@ def test_token_accuracy_masked_and_shifted():
     assert compute_token_accuracy(logits, labels, shift=False) == pytest.approx(2 / 4)
 
 
-def test_perplexity_is_exp_of_the_mean_loss_and_guards_overflow():
-    assert compute_perplexity(np.array([1.0, 2.0, 3.0])) == pytest.approx(math.e ** 2)
-    assert compute_perplexity(np.array([1.0, float("nan"), 3.0])) == pytest.approx(math.e ** 2)
-    assert compute_perplexity(np.array([800.0])) == math.inf
-    assert math.isnan(compute_perplexity(None)) and math.isnan(compute_perplexity(np.array([float("nan")])))
+def test_perplexity_is_exp_of_the_mean_nll_per_token_and_guards_overflow():
+    # rows of 1 and 3 label tokens: weighted by tokens, not a mean of the rows' means
+    assert compute_perplexity(np.array([1.0, 9.0]), np.array([1, 3])) == pytest.approx(math.exp(10 / 4))
+    assert compute_perplexity(np.array([800.0]), np.array([1])) == math.inf
+    assert math.isnan(compute_perplexity(np.array([0.0]), np.array([0])))
 
 
-def test_the_logits_reducer_keeps_argmax_ids():
-    logits = torch.randn(2, 3, 11)
+@pytest.mark.parametrize("kind, shift", [("masked-lm", False), ("causal-lm", True)])
+def test_the_logits_reducer_keeps_argmax_ids_and_each_rows_nll(kind, shift):
+    logits = torch.randn(2, 4, 11)
+    labels = torch.tensor([[X, 3, 4, X], [1, 2, 3, 4]])
     assert torch.equal(reduce_logits_to_ids(logits, None), logits.argmax(-1))
-    assert torch.equal(reduce_logits_to_ids((logits, torch.zeros(1)), None), logits.argmax(-1))
-    assert build_task("causal-lm").build_logits_reducer() is reduce_logits_to_ids
+    ids, nll, count = build_task(kind).build_logits_reducer()((logits, torch.zeros(1)), labels)
+    assert torch.equal(ids, logits.argmax(-1))
+    scored, targets = (logits[:, :-1], labels[:, 1:]) if shift else (logits, labels)
+    for row in range(2):
+        keep = targets[row] != X
+        expected = torch.nn.functional.cross_entropy(scored[row][keep], targets[row][keep], reduction="sum")
+        assert nll[row].item() == pytest.approx(expected.item(), rel=1e-5)
+        assert count[row].item() == int(keep.sum())
 
 
 def test_compute_metrics_adds_perplexity_accuracy_and_the_users(monkeypatch, tmp_path):
@@ -309,10 +318,21 @@ def test_compute_metrics_adds_perplexity_accuracy_and_the_users(monkeypatch, tmp
     (tmp_path / "lm_metrics.py").write_text("def compute(p):\n    return {'answered': float(len(p.label_ids))}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     job = make_job({"type": "causal-lm", "metric_fn": "lm_metrics:compute", "metric_modes": {"answered": "max"}})
-    pred = EvalPrediction(predictions=np.array([[4, 5, 6]]), label_ids=np.array([[X, 4, 5]]),
-                          losses=np.array([0.5, 1.5]))
+    pred = EvalPrediction(predictions=(np.array([[4, 5, 6]]), np.array([2.0]), np.array([2])),
+                          label_ids=np.array([[X, 4, 5]]))
     metrics = build_task(job).compute_metrics(pred)
     assert metrics == {"perplexity": pytest.approx(math.e), "accuracy": 1.0, "answered": 1.0}
+    # run_mlm.py's own compute_metrics: two items, predicted ids
+    (tmp_path / "run_mlm_metrics.py").write_text(
+        "import numpy as np\n"
+        "def compute(eval_preds):\n"
+        "    preds, labels = eval_preds\n"
+        "    mask = labels.reshape(-1) != -100\n"
+        "    return {'mlm_acc': float((preds.reshape(-1)[mask] == labels.reshape(-1)[mask]).mean())}\n")
+    job = make_job({"type": "masked-lm", "metric_fn": "run_mlm_metrics:compute", "metric_modes": {"mlm_acc": "max"}})
+    pred = EvalPrediction(predictions=(np.array([[4, 5, 7]]), np.array([3.0]), np.array([2])),
+                          label_ids=np.array([[X, 5, 6]]))
+    assert build_task(job).compute_metrics(pred)["mlm_acc"] == 0.5
 
 
 # --- a training step, and an MLM export seeding a classifier -------------------------------
@@ -349,8 +369,14 @@ def test_data_preparation_and_a_training_epoch(kind, mlm_dir, llama_dirs, tmp_pa
     trainer = build_trainer(job, train_table=tokenized.train, eval_table=tokenized.eval, output_dir=str(tmp_path / "o"))
     trainer.train()
     metrics = trainer.evaluate()
-    assert metrics["eval_perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]), rel=1e-4)
+    assert metrics["eval_perplexity"] == pytest.approx(math.exp(metrics["eval_loss"]), rel=1e-4)  # one batch
     assert 0.0 <= metrics["eval_accuracy"] <= 1.0
+    if kind == "causal-lm":
+        # Batches of one row: eval_loss becomes a mean of the rows' means, perplexity stays
+        trainer.args.per_device_eval_batch_size = 1
+        by_row = trainer.evaluate()
+        assert by_row["eval_perplexity"] == pytest.approx(metrics["eval_perplexity"], rel=1e-4)
+        assert by_row["eval_loss"] != pytest.approx(metrics["eval_loss"], rel=1e-4)
 
 
 def test_an_mlm_model_seeds_a_text_classification_model(mlm_dir):

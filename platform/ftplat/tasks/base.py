@@ -200,11 +200,6 @@ class Task:
         return built
 
     # --- training ------------------------------------------------------------------------
-    def build_training_overrides(self) -> dict[str, Any]:
-        """``TrainingArguments`` this task needs (e.g. ``include_for_metrics``), applied after
-        ftplat's own and the user's ``hf_args``."""
-        return {}
-
     def build_logits_reducer(self) -> Any:
         """The Trainer's ``preprocess_logits_for_metrics``: shrink each evaluation batch's
         logits before they are gathered (a language model's are batch x length x vocabulary).

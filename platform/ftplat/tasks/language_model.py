@@ -3,13 +3,16 @@ metrics over tokens (accuracy, perplexity) computed from argmax ids, never from 
 
 A language model's evaluation logits are batch x length x vocabulary (a 30k vocabulary, 128
 tokens and 1000 rows are 15 GB of float32), so the Trainer's ``preprocess_logits_for_metrics``
-keeps the argmax id of each position (:func:`reduce_logits_to_ids`). Perplexity is the
-exponential of the mean evaluation loss, which the Trainer hands to ``compute_metrics`` when
-``include_for_metrics`` holds ``loss`` (the task's training override).
+keeps, per row, the argmax id of each position and the summed negative log-likelihood of its
+label tokens and their count (:func:`reduce_logits_to_token_nll`). Perplexity is the exponential
+of the mean NLL per label token over the whole split: the same at any evaluation batch size and
+worker count. ``eval_loss`` is the Trainer's, a mean of batch means, which moves with the
+batching when rows hold different numbers of label tokens (prompts and completions of any length).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from itertools import chain
 from typing import Any, ClassVar
@@ -34,10 +37,25 @@ def group_into_blocks(columns: dict[str, list[list[Any]]], block_size: int) -> d
 
 
 def reduce_logits_to_ids(logits: Any, labels: Any) -> Any:
-    """The Trainer's ``preprocess_logits_for_metrics``: the predicted token id per position."""
+    """The predicted token id per position."""
     if isinstance(logits, tuple):  # extra outputs (hidden states, past key values) follow the logits
         logits = logits[0]
     return logits.argmax(dim=-1)
+
+
+def reduce_logits_to_token_nll(logits: Any, labels: Any, *, shift: bool) -> tuple[Any, Any, Any]:
+    """The Trainer's ``preprocess_logits_for_metrics``: ``(ids, nll, count)``, the predicted id
+    per position, and per row the summed NLL of its label tokens (float32) and their count.
+    ``shift``: a causal model's logits at position i score the token at i + 1."""
+    import torch
+
+    if isinstance(logits, tuple):
+        logits = logits[0]
+    ids = logits.argmax(dim=-1)
+    scored, targets = (logits[:, :-1], labels[:, 1:]) if shift else (logits, labels)
+    nll = torch.nn.functional.cross_entropy(scored.float().transpose(1, 2), targets, ignore_index=IGNORED_LABEL,
+                                            reduction="none")
+    return ids, nll.sum(dim=1), (targets != IGNORED_LABEL).sum(dim=1)
 
 
 def compute_token_accuracy(predictions: np.ndarray, labels: np.ndarray, *, shift: bool) -> float:
@@ -55,17 +73,14 @@ def compute_token_accuracy(predictions: np.ndarray, labels: np.ndarray, *, shift
     return float((preds[keep] == labels[keep]).mean())
 
 
-def compute_perplexity(losses: Any) -> float:
-    """exp of the mean evaluation loss (the non-finite losses left out, as the Trainer's
-    ``eval_loss``); inf beyond exp's range, NaN without losses."""
-    if losses is None:
-        return float("nan")
-    values = np.asarray(losses, dtype=np.float64).reshape(-1)
-    values = values[np.isfinite(values)]
-    if not values.size:
+def compute_perplexity(nll: Any, count: Any) -> float:
+    """exp of the mean NLL per label token (``nll`` summed per row, ``count`` label tokens per
+    row); inf beyond exp's range, NaN without label tokens."""
+    total = float(np.asarray(count, dtype=np.float64).sum())
+    if not total:
         return float("nan")
     try:
-        return math.exp(float(values.mean()))
+        return math.exp(float(np.asarray(nll, dtype=np.float64).sum()) / total)
     except OverflowError:
         return math.inf
 
@@ -123,18 +138,19 @@ class LanguageModelTask(Task):
         return {}
 
     # --- training ------------------------------------------------------------------------
-    def build_training_overrides(self) -> dict[str, Any]:
-        # The evaluation losses reach compute_metrics (EvalPrediction.losses) for perplexity.
-        return {"include_for_metrics": ["loss"]}
-
     def build_logits_reducer(self) -> Any:
-        return reduce_logits_to_ids
+        return functools.partial(reduce_logits_to_token_nll, shift=self.shift_labels)
 
     # --- metrics -------------------------------------------------------------------------
     def compute_task_metrics(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         return {"accuracy": compute_token_accuracy(predictions, labels, shift=self.shift_labels)}
 
     def compute_metrics(self, eval_pred: Any) -> dict[str, float]:
-        """Perplexity from the evaluation losses, then accuracy and the user's metrics."""
-        return {"perplexity": compute_perplexity(getattr(eval_pred, "losses", None)),
-                **super().compute_metrics(eval_pred)}
+        """Perplexity from the rows' NLL sums, then accuracy and the user's metrics (which get
+        the predicted ids, as run_mlm.py's ``preprocess_logits_for_metrics`` gives them)."""
+        from transformers import EvalPrediction
+
+        ids, nll, count = eval_pred.predictions
+        return {"perplexity": compute_perplexity(nll, count),
+                **super().compute_metrics(EvalPrediction(
+                    predictions=ids, label_ids=eval_pred.label_ids, inputs=eval_pred.inputs, losses=eval_pred.losses))}

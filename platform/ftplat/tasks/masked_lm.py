@@ -5,7 +5,7 @@ cut into ``data.max_length`` blocks (``task.line_by_line: true``: one truncated 
 text). The tables hold no labels: ``DataCollatorForLanguageModeling`` masks
 ``task.mlm_probability`` of each batch's tokens (80% become the mask token, 10% a random
 token, 10% stay) and labels those positions only, in training and evaluation alike. Accuracy
-is over the masked tokens, perplexity is exp of the evaluation loss.
+is over the masked tokens, perplexity is exp of their mean NLL (language_model.py).
 
 An exported model is a plain Hugging Face folder with its MLM head: ``predict`` fills in the
 mask token, and ``model.name_or_path`` of a later classification sweep starts from it (the

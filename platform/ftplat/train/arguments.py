@@ -7,18 +7,6 @@ from typing import Any
 from transformers import TrainingArguments
 
 from ftplat.config.schema import JobConfig
-from ftplat.tasks import build_task
-
-
-def build_task_hf_args(job: JobConfig) -> dict[str, Any]:
-    """The user's ``hf_args`` with what the task needs added: list-valued fields are merged
-    (an LM's ``include_for_metrics: [loss]`` beside the user's ``[inputs]``), others set."""
-    merged = dict(job.training.hf_args)
-    for key, value in build_task(job).build_training_overrides().items():
-        if isinstance(value, list) and isinstance(merged.get(key), list):
-            value = list(dict.fromkeys([*merged[key], *value]))
-        merged[key] = value
-    return merged
 
 
 def build_training_arguments(
@@ -33,7 +21,7 @@ def build_training_arguments(
         deepspeed: a DeepSpeed config dict or path, when the job uses ZeRO.
     """
     t = job.training
-    hf_args = build_task_hf_args(job)
+    hf_args = dict(job.training.hf_args)
     # Workers of a multi-worker trial train under DDP; frozen parameters never reach the
     # reducer, so by default the unused-parameter search would only cost time. A model whose
     # forward skips trainable parameters (Longformer's global attention without global tokens)
@@ -72,7 +60,6 @@ def build_training_arguments(
         disable_tqdm=True,
         ddp_find_unused_parameters=find_unused,
         deepspeed=deepspeed,
-        # Checked against TrainingArguments and the fields above when the config was read;
-        # the task's needs (an LM's losses for perplexity) come last.
+        # Checked against TrainingArguments and the fields above when the config was read.
         **hf_args,
     )
