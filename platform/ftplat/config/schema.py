@@ -49,7 +49,8 @@ class TaskConfig(StrictModel):
     true: require it; false: never. ``predict`` renders its inputs the same way."""
     metric_fn: str | None = None
     """``module:function`` computing more metrics from the Trainer's EvalPrediction (a dict of
-    floats), importable by the driver and the workers; name each in metric_modes."""
+    floats), importable by the driver and the workers; name each in metric_modes. For masked-lm
+    and causal-lm its predictions are the predicted token ids, not the logits."""
     metric_modes: dict[str, Literal["max", "min"]] = {}
     """The names metric_fn returns (bare, no eval_) and whether each is maximised or minimised."""
 
