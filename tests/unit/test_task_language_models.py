@@ -215,9 +215,23 @@ def test_without_packing_long_examples_are_truncated_and_a_lost_completion_is_lo
         columns = build_task("causal-lm").tokenize(
             tok, examples(prompt=[long_prompt, "a movie"], completion=["fun", "dull"]), data)
     assert "1 of 2 examples have no completion token within data.max_length 8" in caplog.text
+    assert "1 of 2 examples are longer than data.max_length 8:" in caplog.text
     assert [len(r) for r in columns["input_ids"]] == [8, 8] and columns["labels"][0] == [X] * 8
     assert columns["input_ids"][1][-3:] == [tok.pad_token_id] * 3 and columns["labels"][1][-3:] == [X] * 3
     assert columns["attention_mask"][1] == [1] * 5 + [0] * 3
+
+
+def test_raw_text_cut_at_max_length_is_counted_in_a_warning(caplog):
+    """A document longer than data.max_length lost its tail (and its EOS) without a word."""
+    tok = build_tiny_llama_tokenizer()
+    text = "the movie was great and the plot was fun and the story was good"
+    with caplog.at_level(logging.WARNING):
+        columns = build_task("causal-lm").tokenize(tok, examples(text=[text, "a movie"]), DataConfig(max_length=8))
+    total = len(tok(text)["input_ids"]) + 1 + len(tok("a movie")["input_ids"]) + 1
+    cut = len(tok(text)["input_ids"]) + 1 - 8
+    assert f"1 of 2 examples are longer than data.max_length 8: {cut} of the split's {total} tokens" in caplog.text
+    assert "end without EOS" in caplog.text and "task.packing: true" in caplog.text
+    assert columns["input_ids"][0][-1] != tok.eos_token_id and columns["input_ids"][1][-1] == tok.eos_token_id
 
 
 @pytest.mark.parametrize("setting, has_template, used", [

@@ -131,6 +131,13 @@ class CausalLM(LanguageModelTask):
         else:
             columns = {"input_ids": [row[:data.max_length] for row in ids],
                        "labels": [row[:data.max_length] for row in labels]}
+            cut = [len(row) - data.max_length for row in ids if len(row) > data.max_length]
+            if cut:
+                total = sum(len(row) for row in ids)
+                logger.warning("%d of %d examples are longer than data.max_length %d: %d of the split's %d tokens (%.0f%%) are "
+                               "cut off, and those examples end without EOS (the model learns no stop after them); "
+                               "raise data.max_length, or set task.packing: true (every token trains)",
+                               len(cut), len(ids), data.max_length, sum(cut), total, 100 * sum(cut) / total)
             lost = sum(1 for row in columns["labels"] if all(t == IGNORED_LABEL for t in row))
             if lost:
                 logger.warning("%d of %d examples have no completion token within data.max_length %d (a long prompt); "
