@@ -110,7 +110,12 @@ def test_adapter_card_metadata_and_section(tmp_path):
     data = build_card_data(summary, summary.winner_trial(), build_task("regression"), job, weights)
     assert data.library_name == "peft" and data.tags == ["ftplat", "regression", "peft", "lora"]
     assert data.base_model is None and data.datasets == ["glue"]
-    section = build_weights_section(weights, "AutoModelForSequenceClassification")
+    section = build_weights_section({**weights, "modules_to_save": ["classifier"]},
+                                    "AutoModelForSequenceClassification")
+    assert "on the frozen base model `tiny-bert`; `classifier` trained whole." in section
+    # A causal LM's adapter leaves its LM head as the base has it: the card said the head trained
+    lm = build_weights_section({**weights, "modules_to_save": []}, "AutoModelForCausalLM")
+    assert "`tiny-bert`; every weight outside the adapter is the base model's." in lm and "trained whole" not in lm
     assert_no_machine_path(section, tmp_path)
     assert ('base = AutoModelForSequenceClassification.from_pretrained("<path to tiny-bert>", config=config, '
             'ignore_mismatched_sizes=True)') in section

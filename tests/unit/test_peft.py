@@ -171,6 +171,7 @@ def test_merged_export_loads_alone_and_predicts_as_the_adapter(adapter_checkpoin
     ckpt, job, adapted = adapter_checkpoint
     record = run_write_model_dir(str(ckpt), str(tmp_path / "merged"), job)
     assert record["weights"] == "merged" and record["base_model"] == job["model"]["name_or_path"]
+    assert record["modules_to_save"] == ["classifier"]  # the new head trained whole (the card says so)
     names = {p.name for p in (tmp_path / "merged").iterdir()}
     assert "model.safetensors" in names and not is_adapter_dir(names) and "optimizer.pt" not in names
     merged = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").eval()

@@ -215,8 +215,10 @@ def build_weights_section(weights: dict[str, Any], auto_model: str) -> str:
     base = build_public_name(weights["base_model"])
     # A local base model is named by its folder: the reader puts their own copy's path there.
     load_from = base if base == str(weights["base_model"]) else f"<path to {base}>"
-    lines = ["## Adapter", "", f"Trained as a peft adapter ({shown}) on the frozen base model "
-             f"`{base}`; the task's head trained whole."]
+    whole = weights.get("modules_to_save")
+    trained_whole = (f"; {', '.join(f'`{m}`' for m in whole)} trained whole" if whole
+                     else "; every weight outside the adapter is the base model's")
+    lines = ["## Adapter", "", f"Trained as a peft adapter ({shown}) on the frozen base model `{base}`{trained_whole}."]
     if weights["weights"] == "merged":
         lines.append("This folder holds the base model with the adapter merged into its weights: it loads with "
                      "plain `from_pretrained` and needs neither peft nor the base model.")

@@ -9,6 +9,7 @@ for an adapter-only export, the adapter is kept as it is beside the config of th
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import shutil
@@ -104,6 +105,12 @@ def run_write_model_dir(checkpoint_uri: str, dest: str, job: dict[str, Any] | No
         names = run_copy_model_files(checkpoint_uri, tmp, whole=False)
         adapter_files = {ADAPTER_CONFIG, *ADAPTER_WEIGHTS}
         base = build_base_model(cfg, tmp)
+        with open(os.path.join(tmp, ADAPTER_CONFIG)) as f:
+            # What trained whole beside the adapter (a classifier's new head; an LM's head stays
+            # frozen); peft lists every head name a task may use, the model has some.
+            listed = json.load(f).get("modules_to_save") or []
+        present = {name.rsplit(".", 1)[-1] for name, _ in base.named_modules()}
+        record["modules_to_save"] = sorted(m for m in listed if m.rsplit(".", 1)[-1] in present)
         if adapter_only:
             keep = names
             # The head's config (labels, problem type) beside the adapter: serving loads the
