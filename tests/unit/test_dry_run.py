@@ -120,7 +120,8 @@ def test_a_peft_checkpoint_is_sized_by_its_adapter(tiny_model_dir):
 @pytest.mark.parametrize("limit, best_at_end, epochs, expected", [
     (2, True, 3, 2),
     (1, True, 3, 2),    # HF keeps the best beside the newest
-    (1, False, 3, 1),
+    (1, False, 3, 2),   # without load_best_model_at_end too: HF protects the best checkpoint
+    (1, False, 1, 1),   # whenever metric_for_best_model is set (ftplat always sets it)
     (5, True, 2, 2),    # never more than the evaluations a trial makes
 ])
 def test_checkpoints_kept_per_trial(limit, best_at_end, epochs, expected):

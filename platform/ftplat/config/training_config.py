@@ -58,7 +58,9 @@ class TrainingConfig(StrictModel):
     save_total_limit: int = Field(default=2, ge=1)
     """Checkpoints kept per trial: the best by metric_for_best_model plus the most recent."""
     load_best_model_at_end: bool = True
-    """End each trial with its best checkpoint's weights."""
+    """End each trial with its best checkpoint's weights (the trainer's final model). Either way
+    a trial's best checkpoint (by metric_for_best_model) is what the sweep scores on the test
+    split, exports and registers, and HF keeps it beside the newest (save_total_limit 1 keeps 2)."""
     metric_for_best_model: str | None = None
     """A metric of the task (with or without eval_) that ranks a trial's checkpoints; default:
     the task's main metric (accuracy for text-classification)."""

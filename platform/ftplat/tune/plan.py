@@ -79,8 +79,9 @@ def build_checkpoints_kept(job: JobConfig, space: SearchSpaceConfig) -> tuple[in
     """Checkpoints in storage for the whole sweep: while it runs (every trial at
     training.save_total_limit) and after the final retention pass. None when unbounded."""
     t, r = job.training, job.retention
-    # HF keeps the best beside the newest, so a limit of 1 with load_best_model_at_end keeps 2.
-    per_trial = max(t.save_total_limit, 2 if t.load_best_model_at_end else 1)
+    # HF keeps the best beside the newest whenever metric_for_best_model is set (ftplat always
+    # sets it), so a limit of 1 keeps 2, with or without load_best_model_at_end.
+    per_trial = max(t.save_total_limit, 2)
     evaluations = build_max_evaluations(job)
     if evaluations is not None:
         per_trial = min(per_trial, evaluations)
