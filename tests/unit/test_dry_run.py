@@ -166,3 +166,24 @@ def test_the_warning_is_one_line_and_does_not_block_the_dry_run(tmp_path, capsys
     assert rc == 0 and "# plan" in capsys.readouterr().out
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and CPU_PROFILE in r.getMessage()]
     assert len(warnings) == 1 and "\n" not in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["model.peft.r=4"],                                  # the classifier head trains beside the adapter
+    ["model.trainable_patterns=[classifier]"],
+    ["task.type=masked-lm"],                             # the MLM head, not the bare encoder
+    ["task.type=token-classification", "model.id2label={0: O, 1: B-PER, 2: I-PER}"],
+])
+def test_the_plan_counts_the_model_the_workers_build(tiny_model_dir, overrides):
+    """The dry run counted a bare AutoModel (no task head, no peft head): its storage estimate
+    and the CPU-sweep warning were for another model."""
+    from ftplat.adapters import count_parameters
+    from ftplat.train.modeling import build_model
+
+    job, _ = load_sweep_configs(None, None, [f"model.name_or_path={tiny_model_dir}", *overrides])
+    trainable, total = count_parameters(build_model(job))
+    count = read_parameter_count(job)
+    assert count.unknown is None and count.trainable == trainable
+    if job.model.peft is None:
+        assert count.total == total

@@ -45,30 +45,42 @@ class ParameterCount:
 
 
 def read_parameter_count(job: JobConfig) -> ParameterCount:
-    """Counted on an empty (meta-device) model built from the config found offline: a local
-    folder or the Hugging Face cache. Nothing is downloaded and no weights are read."""
+    """Counted on an empty (meta-device) model built from the config found offline (a local
+    folder or the Hugging Face cache) as the workers build it: the task's class and head (a
+    classifier's labels, a causal LM's untied output layer), then the peft adapter or
+    ``model.trainable_patterns``. Nothing is downloaded and no weights are read."""
     import torch
     import transformers
 
     from ftplat.adapters import build_peft_config, count_parameters, quiet_peft_model_warnings
+    from ftplat.tasks import build_task
+    from ftplat.train.modeling import apply_trainable_patterns
 
-    name = job.model.name_or_path
+    name, task = job.model.name_or_path, build_task(job)
     try:
         config = transformers.AutoConfig.from_pretrained(name, local_files_only=True,
-                                                         trust_remote_code=job.model.trust_remote_code)
+                                                         trust_remote_code=job.model.trust_remote_code,
+                                                         **task.build_model_kwargs(job.model))
         with torch.device("meta"):
-            model = transformers.AutoModel.from_config(config, trust_remote_code=job.model.trust_remote_code)
+            model = getattr(transformers, task.auto_model).from_config(
+                config, trust_remote_code=job.model.trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - any reason the config cannot be read makes the size unknown
         reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
         return ParameterCount(unknown=f"the config of model.name_or_path {name!r} cannot be read offline ({reason})")
     total = sum(p.numel() for p in model.parameters())
     if job.model.peft is None:
-        return ParameterCount(total=total, trainable=total)
+        if not job.model.trainable_patterns:
+            return ParameterCount(total=total, trainable=total)
+        try:
+            return ParameterCount(total=total, trainable=apply_trainable_patterns(model, job.model.trainable_patterns))
+        except ValueError as exc:
+            return ParameterCount(total=total, unknown=str(exc))
     try:
         import peft
 
+        peft_config = build_peft_config(job.model.peft, task_type=task.peft_task_type, model=model)
         with quiet_peft_model_warnings():
-            adapter = peft.get_peft_model(model, build_peft_config(job.model.peft, task_type=None, model=model))
+            adapter = peft.get_peft_model(model, peft_config)
         trainable, _ = count_parameters(adapter)
     except Exception as exc:  # noqa: BLE001 - an adapter the meta model refuses leaves the size unknown
         return ParameterCount(total=total, unknown=f"the model.peft adapter could not be sized ({exc})")
