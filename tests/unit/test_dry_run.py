@@ -65,6 +65,16 @@ def test_a_dry_run_prints_the_plan_starts_no_ray_and_writes_nothing(tmp_path, ti
     assert list_tree(tmp_path) == before  # no logs in TMPDIR, nothing in the cwd
 
 
+def test_a_searched_worker_count_shows_the_largest_trial(tmp_path, tiny_model_dir, capsys):
+    """The plan named only the job's worker count; a [1, 2] search reserves 2 for some trials."""
+    rc = main(["--dry-run", "--model", str(tiny_model_dir), "--storage", str(tmp_path / "s"),
+               "resources.cpus_per_worker=0.5", "search.parameters.resources.num_workers={type: choice, values: [1, 2]}"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "each trial reserves: 1 worker(s) x 0.5 CPU" in out
+    assert ("the largest trial (resources.num_workers at their largest) reserves: 2 worker(s) x 0.5 CPU, no GPU, "
+            "plus 0.25 CPU for the trial driver (1.25 CPUs a trial)") in out
+
+
 def test_the_storage_estimate_follows_the_retention_settings(tmp_path, tiny_model_dir, sentiment_data_dir, capsys):
     rc = main(["--dry-run", "--model", str(tiny_model_dir), "--dataset", str(sentiment_data_dir),
                "--storage", str(tmp_path / "s"), "search.num_samples=4", "retention.keep_top_k_trials=1",

@@ -17,8 +17,8 @@ from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.ray_internals import check_ray_version
-from ftplat.tune.preflight import (build_ephemeral_path_warnings, build_sweep_name, check_largest_trial_fits,
-                                   check_sweep_storage, check_trial_fits_this_machine)
+from ftplat.tune.preflight import (build_ephemeral_path_warnings, build_largest_trial_job, build_sweep_name,
+                                   check_largest_trial_fits, check_sweep_storage, check_trial_fits_this_machine)
 from ftplat.tune.spaces import build_max_evaluations, build_scheduler
 
 #: Bytes per parameter: weights as saved (float32), and AdamW's two float32 moments.
@@ -160,6 +160,15 @@ def build_trial_resources_text(job: JobConfig) -> str:
             f"({res.cpus_per_trial:g} CPUs a trial); up to {res.max_concurrent_trials} trial(s) at once")
 
 
+def build_largest_trial_lines(job: JobConfig, space: SearchSpaceConfig) -> list[str]:
+    """The largest trial a searched ``resources`` field reaches, beside the job's own."""
+    largest, searched = build_largest_trial_job(job, space)
+    if not searched:
+        return []
+    return [f"the largest trial ({', '.join(searched)} at their largest) reserves: "
+            f"{build_trial_resources_text(largest)}"]
+
+
 def format_bytes(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
@@ -197,6 +206,7 @@ def format_sweep_plan(job: JobConfig, space: SearchSpaceConfig, *, sweep_path: s
              f"{space.objective.metric} ({space.objective.mode}), scope {space.scope}",
              f"scheduler: {build_scheduler_text(job, space)}",
              f"each trial reserves: {build_trial_resources_text(job)}",
+             *build_largest_trial_lines(job, space),
              f"storage: {redact_text(sweep_path)} (not created by a dry run)",
              f"checkpoint storage: {format_storage_text(estimate)}",
              "not checked by a dry run: the data (read and tokenized when the sweep starts) and the MLflow server"]
