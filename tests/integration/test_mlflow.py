@@ -92,6 +92,8 @@ def test_child_runs_hold_params_and_step_metrics(tracked_sweep):
         assert not {"hf.learning_rate", "hf.warmup_steps", "hf.weight_decay"} & set(p)
         assert not {"hf.output_dir", "hf.logging_dir", "hf.run_name", "hf.save_steps"} & set(p)
         assert p["hf.eval_strategy"] == "epoch" and p["hf.logging_steps"] == "8"
+        # 2 workers x 8 rows: trials of other worker counts or accumulation show it here
+        assert p["train.global_batch_size"] == "16" and p["train.optimizer_steps"] == str(trial["history"][-1]["step"])
         assert len([k for k in p if k.startswith("hf.")]) < 30
         assert (run.data.tags.get("ftplat.winner") == "true") == (trial["trial_id"] == summary["winner"]["trial_id"])
         history = client.get_metric_history(run.info.run_id, "eval_accuracy")

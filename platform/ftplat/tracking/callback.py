@@ -134,6 +134,10 @@ class MlflowTrialCallback(TrainerCallback):
         if not state.is_world_process_zero:
             return
         resolved = build_hf_params(args.to_dict(), build_default_training_args(), self.searched)
+        # Trials of different worker counts or accumulation differ in these, not in any one field.
+        resolved["train.global_batch_size"] = (args.per_device_train_batch_size * args.gradient_accumulation_steps
+                                               * args.world_size)
+        resolved["train.optimizer_steps"] = state.max_steps
         model = kwargs.get("model")
         if model is not None:
             trainable, total = count_parameters(model)
