@@ -505,8 +505,14 @@ def test_the_pyfunc_model_generates_with_params_and_refuses_them_elsewhere(llama
     fill = TaskPipelineModel()
     fill.load_context(SimpleNamespace(artifacts={"hf_model": str(mlm_dir)}))
     assert len(fill.predict(None, {"text": ["a [MASK] film"]})[0]["predictions"]) == 5
-    with pytest.raises(ValueError, match=r"params \['max_new_tokens'\] apply to models that generate text"):
+    with pytest.raises(ValueError, match=r"params max_new_tokens applies to models that generate text"):
         fill.predict(None, ["a [MASK] film"], params={"max_new_tokens": 2})
+    # Checked as predict checks its flags: an infinite temperature samples noise, 2.5 tokens are none
+    for params, message in (({"temperature": float("inf")}, r"params temperature is inf; give a number from 0.0 up"),
+                            ({"max_new_tokens": 2.5}, r"params max_new_tokens is 2.5; give a whole number from 1 up"),
+                            ({"temperature": "hot"}, r"params temperature is 'hot'")):
+        with pytest.raises(ValueError, match=message):
+            served.predict(None, ["what is the color of the sky ?"], params=params)
 
 
 def test_model_cards_of_language_models(tmp_path):

@@ -198,7 +198,9 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
     lines += ["", "## Versions", "", *[f"- {k}: {v}" for k, v in (summary.versions or {}).items()], ""]
     pair = " (a sentence pair: `TEXT<TAB>TEXT_PAIR`)" if data.get("text_pair_column") else ""
     if task.generates_text:
-        pair = " (`--max-new-tokens N`, `--temperature T`: 64 tokens, greedy by default)"
+        defaults = task.generation_defaults
+        pair = (f" (`--max-new-tokens N`, `--temperature T`: {defaults['max_new_tokens']} tokens, "
+                f"{'greedy' if not defaults['temperature'] else 'temperature ' + str(defaults['temperature'])} by default)")
     usage = task.build_usage_example(text_pair=bool(data.get("text_pair_column")) and task.accepts_text_pair)
     lines += ["## Use", "", "```python", *usage, "```", "",
               f"Or `ftplat predict <this directory> TEXT ...`{pair}, which reads `{TASK_FILE}` for the task.", ""]

@@ -17,6 +17,8 @@ import sys
 from typing import Any, Iterable
 
 from ftplat.errors import EXIT_USAGE, UserError
+from ftplat.tasks.values import GENERATION_LEAST
+from ftplat.tasks.values import build_generation_options as build_task_generation_options
 
 #: A ``--file`` with this ending holds one JSON object per line instead of plain text lines.
 JSONL_SUFFIX = ".jsonl"
@@ -89,27 +91,11 @@ def build_output_line(item: str | dict[str, str], prediction: dict[str, Any], ta
     return task.format_prediction_line(prediction) + "\t" + "\t".join(fields.values())
 
 
-#: ``predict``'s generation options: their flag, default and least value.
-GENERATION_OPTIONS = {"max_new_tokens": ("--max-new-tokens", 64, 1), "temperature": ("--temperature", 0.0, 0.0)}
-
-
 def build_generation_options(args: argparse.Namespace, task: Any) -> dict[str, Any]:
-    """``run_predict``'s generation keywords for a task that generates text, their defaults
-    filled in; UserError for a value out of range, or for an option given to another task."""
-    given = {name: getattr(args, name, None) for name in GENERATION_OPTIONS}
-    given = {name: value for name, value in given.items() if value is not None}
-    if not task.generates_text:
-        if given:
-            raise UserError(f"{GENERATION_OPTIONS[next(iter(given))][0]} applies to models that generate text "
-                            f"(causal-lm); the model is a {task.name} model: remove it")
-        return {}
-    options = {}
-    for name, (flag, default, least) in GENERATION_OPTIONS.items():
-        value = given.get(name, default)
-        if not least <= value < float("inf"):  # NaN fails too
-            raise UserError(f"{flag} is {value}; give a number from {least} up")
-        options[name] = value
-    return options
+    """``run_predict``'s generation keywords from ``--max-new-tokens`` and ``--temperature``
+    (the task's defaults for those not given); UserError naming the flag otherwise."""
+    given = {name: getattr(args, name, None) for name in GENERATION_LEAST}
+    return build_task_generation_options(task, given, spell=lambda name: "--" + name.replace("_", "-"))
 
 
 def build_argument_input(text: str, number: int) -> tuple[str, str]:

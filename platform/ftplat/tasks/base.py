@@ -57,8 +57,9 @@ class Task:
     #: trainable and saved with the adapter. None: a model peft has no task type for.
     peft_task_type: ClassVar[str | None] = "SEQ_CLS"
     #: Whether predictions are generated text: ``run_predict`` then takes ``max_new_tokens``
-    #: and ``temperature`` (``predict --max-new-tokens --temperature``).
+    #: and ``temperature`` (``predict --max-new-tokens --temperature``), these their defaults.
     generates_text: ClassVar[bool] = False
+    generation_defaults: ClassVar[dict[str, Any]] = {}
     #: Whether serving truncates inputs at ``data.max_length`` as training did. A language
     #: model's input (a prompt, a text around its mask token) would lose the end it works on.
     truncates_inputs: ClassVar[bool] = True

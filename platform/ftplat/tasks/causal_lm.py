@@ -46,6 +46,7 @@ class CausalLM(LanguageModelTask):
     peft_task_type = "CAUSAL_LM"
     shift_labels = True
     generates_text = True
+    generation_defaults = {"max_new_tokens": DEFAULT_MAX_NEW_TOKENS, "temperature": DEFAULT_TEMPERATURE}
 
     # --- configuration -------------------------------------------------------------------
     def check_job(self, job: Any) -> None:

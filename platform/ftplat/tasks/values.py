@@ -3,6 +3,7 @@ settings (the job's ``task`` section), the markers tasks agree on, and what a ra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,38 @@ NEW_WEIGHTS_ATTR = "ftplat_new_weights"
 UNLABELLED_SPLIT_FIX = ("-1 marks a row without a label (GLUE, SNLI and other benchmarks hide their test labels "
                         "so): select and score on splits that have labels (data.test_split: validation, or null for "
                         "no test score), or drop those rows")
+
+
+#: The least value of each generation option (``Task.generation_defaults``).
+GENERATION_LEAST = {"max_new_tokens": 1, "temperature": 0.0}
+
+
+def build_generation_options(task: Any, given: dict[str, Any], *, spell: Any = str) -> dict[str, Any]:
+    """``run_predict``'s generation keywords for ``task``: the ``given`` ones checked, its
+    defaults for the rest. ``UserError`` naming the option as ``spell(name)`` spells it
+    (``--max-new-tokens``, ``params max_new_tokens``) for a value out of range, or for an
+    option given to a task that does not generate. Shared by predict and the MLflow model."""
+    from ftplat.errors import UserError
+
+    given = {name: value for name, value in given.items() if value is not None}
+    if not task.generates_text:
+        if given:
+            raise UserError(f"{spell(next(iter(given)))} applies to models that generate text (causal-lm); the model "
+                            f"is a {task.name} model: remove it")
+        return {}
+    options = {}
+    for name, default in task.generation_defaults.items():
+        value, least = given.get(name, default), GENERATION_LEAST[name]
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        whole = name != "max_new_tokens" or number.is_integer()
+        if not (math.isfinite(number) and number >= least and whole):
+            kind = "a whole number" if name == "max_new_tokens" else "a number"
+            raise UserError(f"{spell(name)} is {value!r}; give {kind} from {least} up")
+        options[name] = int(number) if name == "max_new_tokens" else number
+    return options
 
 
 @dataclass

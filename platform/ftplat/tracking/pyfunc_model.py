@@ -15,12 +15,11 @@ from typing import Any
 import mlflow.pyfunc
 
 from ftplat.tasks.base import is_missing_value
+from ftplat.tasks.values import GENERATION_LEAST, build_generation_options
 
 logger = logging.getLogger(__name__)
 #: Inputs predicted per pipeline batch unless ``params={"batch_size": N}`` says otherwise.
 DEFAULT_BATCH_SIZE = 32
-#: ``params`` a model that generates text (causal-lm) takes: tokens per input, sampling temperature.
-GENERATION_PARAMS = ("max_new_tokens", "temperature")
 #: What serving the model imports, pinned to the versions it was trained and checked with.
 SERVING_PACKAGES = ("mlflow", "torch", "transformers", "tokenizers", "safetensors", "pandas", "numpy")
 
@@ -67,10 +66,7 @@ def build_input_example(task: Any, tokenizer: Any, text_pair: bool):
 def build_params_example(task: Any) -> dict[str, Any]:
     """The ``params`` the model takes, at the values ``predict`` uses when they are not given."""
     params: dict[str, Any] = {"batch_size": DEFAULT_BATCH_SIZE}
-    if task.generates_text:
-        from ftplat.tasks.causal_lm import DEFAULT_MAX_NEW_TOKENS, DEFAULT_TEMPERATURE
-
-        params.update(max_new_tokens=DEFAULT_MAX_NEW_TOKENS, temperature=DEFAULT_TEMPERATURE)
+    params.update(task.generation_defaults)
     return params
 
 
@@ -102,17 +98,10 @@ def run_infer_signature(model_dir: str, *, text_pair: bool) -> tuple[Any, Any]:
 
 
 def build_generation_params(task: Any, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The generation keywords of ``params`` for ``task.run_predict`` (its defaults fill the
-    rest); ValueError when they are given to a task that does not generate."""
-    given = {k: v for k, v in (params or {}).items() if k in GENERATION_PARAMS and v is not None}
-    if given and not task.generates_text:
-        raise ValueError(f"params {sorted(given)} apply to models that generate text (causal-lm), not to a "
-                         f"{task.name} model")
-    if "max_new_tokens" in given and int(given["max_new_tokens"]) < 1:
-        raise ValueError(f"params max_new_tokens is {given['max_new_tokens']}; give 1 or more")
-    if "temperature" in given and not float(given["temperature"]) >= 0:
-        raise ValueError(f"params temperature is {given['temperature']}; give 0 (greedy) or more")
-    return {k: int(v) if k == "max_new_tokens" else float(v) for k, v in given.items()}
+    """The generation keywords of ``params`` for ``task.run_predict``, checked as ``predict``
+    checks its flags (its defaults fill the rest); ValueError naming the param otherwise."""
+    given = {k: v for k, v in (params or {}).items() if k in GENERATION_LEAST}
+    return build_generation_options(task, given, spell=lambda name: f"params {name}")
 
 
 def build_pyfunc_input(item: Any, index: int) -> str | dict[str, str]:
