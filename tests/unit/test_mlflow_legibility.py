@@ -280,10 +280,26 @@ def test_pyfunc_inputs_under_other_column_names_are_refused_naming_text():
 
     from ftplat.tracking.pyfunc_model import build_pyfunc_inputs
 
-    with pytest.raises(ValueError, match=r"columns \['title', 'review'\] and no 'text' column; name the column"):
+    with pytest.raises(ValueError, match=r"columns \['review', 'title'\] and no 'text'; name the column"):
         build_pyfunc_inputs(pd.DataFrame({"title": ["Great"], "review": ["a dull and tedious film"]}))
-    with pytest.raises(ValueError, match=r"the dict has keys \['review'\] and no 'text'"):
+    with pytest.raises(ValueError, match=r"the input has columns \['review'\] and no 'text'"):
         build_pyfunc_inputs({"review": ["a dull film"]})
     # One column (MLflow's frame of a list of texts) and a text column anywhere are read
     assert build_pyfunc_inputs(pd.DataFrame(["a", "b"])) == ["a", "b"]
     assert build_pyfunc_inputs(pd.DataFrame({"title": ["t"], "text": ["a"]})) == ["a"]
+
+
+def test_a_causal_lm_of_several_prompt_columns_serves_a_table_of_them_joined_as_trained():
+    """Dolly's [instruction, context]: a table in the training schema lost its context (the
+    first column was read), and context-first generated from the context alone."""
+    import pandas as pd
+
+    from ftplat.tasks import build_task
+    from ftplat.tracking.pyfunc_model import build_pyfunc_inputs
+
+    task = build_task({"type": "causal-lm", "prompt_columns": ["instruction", "context"]})
+    table = pd.DataFrame({"context": ["The snow is white.", ""], "instruction": ["What color is snow?", "Name a color."]})
+    assert build_pyfunc_inputs(table, task) == ["What color is snow?\n\nThe snow is white.", "Name a color."]
+    assert build_pyfunc_inputs({"instruction": ["Hi?"], "context": [None]}, task) == ["Hi?"]
+    with pytest.raises(ValueError, match=r"no 'text' \(or the prompt columns \['instruction', 'context'\]\)"):
+        build_pyfunc_inputs(pd.DataFrame({"instruction": ["a"], "extra": ["b"]}), task)

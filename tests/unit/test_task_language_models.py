@@ -536,6 +536,10 @@ def test_model_cards_of_language_models(tmp_path):
     assert "- columns: prompt `question`, completion `answer`" in card
     assert "- train: split `train`, 40 rows, sequences 12" in card
     assert 'pipeline("text-generation"' in card and "--max-new-tokens" in card
+    assert "64 tokens, greedy by default" in card and "- prompt:" not in card
+    dolly = {**job, "data": {**job["data"], "prompt_column": ["instruction", "context"]}}
+    card = build_model_card(summary, summary.winner_trial(), {"job": dolly})
+    assert "- prompt: the texts of `instruction` and `context`, a blank line apart (empty ones left out)" in card
     job = {"task": {"type": "masked-lm"}, "data": {"source": "./reviews", "text_column": "review"}}
     card = build_model_card(summary, summary.winner_trial(), {"job": job})
     assert "Masked language model (task `masked-lm`)" in card and "- columns: text `review`" in card

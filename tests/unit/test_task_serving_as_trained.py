@@ -261,3 +261,13 @@ def test_a_masked_lm_text_is_not_cut_before_its_mask_token(tmp_path):
     [prediction] = task.run_predict(pipe, [" ".join(["movie"] * 30) + " [MASK]"])
     assert len(prediction["predictions"]) == 5
     assert not build_task("causal-lm").truncates_inputs
+
+
+def test_an_export_records_several_prompt_columns_for_serving():
+    job = {"task": {"type": "causal-lm"}, "data": {"prompt_column": ["instruction", "context"],
+                                                   "completion_column": "response"}}
+    settings = build_task_settings({"job": job})
+    assert settings["prompt_columns"] == ["instruction", "context"]
+    assert build_task(settings).settings.prompt_columns == ["instruction", "context"]
+    one = {**job, "data": {"prompt_column": "instruction", "completion_column": "response"}}
+    assert "prompt_columns" not in build_task_settings({"job": one})

@@ -54,9 +54,12 @@ def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSumma
     defaults = {name: f.default for name, f in TaskConfig.model_fields.items() if name != "type"}
     settings = {k: v for k, v in task.items() if k not in TRAINING_ONLY_TASK_KEYS and v is not None
                 and (k not in defaults or v != defaults[k])}
-    if task.get("type") == "causal-lm" and not (job.get("data") or {}).get("prompt_column"):
+    prompt_column = (job.get("data") or {}).get("prompt_column")
+    if task.get("type") == "causal-lm" and not prompt_column:
         # Trained on plain text: serving must not wrap inputs in the tokenizer's chat template.
         settings["chat_template"] = False
+    if task.get("type") == "causal-lm" and isinstance(prompt_column, list) and len(prompt_column) > 1:
+        settings["prompt_columns"] = list(prompt_column)
     max_length = (job.get("data") or {}).get("max_length")
     if max_length is not None:
         # Serving reads no more tokens than training and test scoring did (the task decides
@@ -193,6 +196,10 @@ def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: di
         lines.append(f"- selection split: {build_public_text(stats['selection'])}")
     if settings.get("threshold") is not None:
         lines.append(f"- threshold: a label is predicted from score {settings['threshold']}")
+    if settings.get("prompt_columns"):
+        names = " and ".join(f"`{c}`" for c in settings["prompt_columns"])
+        lines.append(f"- prompt: the texts of {names}, a blank line apart (empty ones left out); give prompts so "
+                     "(the MLflow model joins a table of those columns itself)")
     lines += ["", "## Evaluation history", "", "| epoch | step | " + metric + " | eval_loss |", "|---|---|---|---|"]
     lines += [f"| {r.get('epoch')} | {r.get('step')} | {r.get(metric)} | {r.get('eval_loss')} |" for r in trial.history]
     lines += ["", "## Versions", "", *[f"- {k}: {v}" for k, v in (summary.versions or {}).items()], ""]

@@ -235,6 +235,11 @@ class Task:
         return result
 
     # --- serving -------------------------------------------------------------------------
+    def read_table_texts(self, columns: dict[str, list[Any]]) -> list[Any] | None:
+        """The texts of a served table without a ``text`` column (columns by name), when this
+        model was trained on columns of other names; None otherwise."""
+        return None
+
     def build_pipeline_kwargs(self) -> dict[str, Any]:
         """Arguments of the ``transformers.pipeline`` call that serves an exported model."""
         return {}

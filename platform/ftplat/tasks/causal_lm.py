@@ -34,6 +34,12 @@ DEFAULT_MAX_NEW_TOKENS = 64
 DEFAULT_TEMPERATURE = 0.0
 
 
+def join_prompt_parts(rows: Any) -> list[str]:
+    """Each row's prompt from its parts (``data.prompt_column``'s columns, in order): the
+    non-empty ones a blank line apart, so an open question's empty context leaves no blank lines."""
+    return ["\n\n".join(v.strip() for v in row if isinstance(v, str) and v.strip()) for row in rows]
+
+
 def build_user_turn(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
@@ -74,9 +80,7 @@ class CausalLM(LanguageModelTask):
                     raise UserError(f"data.prompt_column[{i}] {column!r} of split {split!r} holds non-text values "
                                     f"(row {row}: {type(values[row]).__name__} {values[row]!r:.40}); name columns "
                                     "of texts")
-            # A row's empty parts (Dolly's context of an open question) leave no blank lines.
-            prompts = ["\n\n".join(v.strip() for v in row if isinstance(v, str) and v.strip()) for row in zip(*parts)]
-            return {"prompt": prompts, "completion": column_list(ds, data.completion_column)}
+            return {"prompt": join_prompt_parts(zip(*parts)), "completion": column_list(ds, data.completion_column)}
         if data.prompt_column is not None:
             return {"prompt": column_list(ds, data.prompt_column),
                     "completion": column_list(ds, data.completion_column)}
@@ -161,6 +165,13 @@ class CausalLM(LanguageModelTask):
         return DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORED_LABEL)
 
     # --- serving -------------------------------------------------------------------------
+    def read_table_texts(self, columns: dict[str, list[Any]]) -> list[Any] | None:
+        """A table of the prompt columns the model was trained on, joined as training did."""
+        names = self.settings.prompt_columns
+        if not names or not all(name in columns for name in names):
+            return None
+        return join_prompt_parts(zip(*(columns[name] for name in names)))
+
     def build_pipeline(self, model_dir: str, *, device: str = "cpu") -> Any:
         pipe = super().build_pipeline(model_dir, device=device)
         self.prepare_tokenizer(pipe.tokenizer)  # batches need a padding token

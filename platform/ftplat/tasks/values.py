@@ -94,6 +94,9 @@ class TaskSettings:
     #: export records it for a task that takes pairs; None: not recorded (older exports, and
     #: models from elsewhere), so either is read.
     text_pair: bool | None = None
+    #: causal-lm: the job's ``data.prompt_column`` when it lists several columns, as an export
+    #: records it: serving joins a table's columns of these names as training joined them.
+    prompt_columns: list[str] | None = None
 
 
 def is_missing_value(value: Any) -> bool:

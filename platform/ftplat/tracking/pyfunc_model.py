@@ -119,35 +119,37 @@ def build_pyfunc_input(item: Any, index: int) -> str | dict[str, str]:
                      "(and optional 'text_pair')")
 
 
-def build_pyfunc_inputs(model_input: Any) -> list[str | dict[str, str]]:
+def build_pyfunc_inputs(model_input: Any, task: Any = None) -> list[str | dict[str, str]]:
     """The inputs of ``predict``: a text, a list of texts or of ``{"text", "text_pair"}`` dicts,
     a dict of columns, or a DataFrame with a ``text`` column (or one column only, as MLflow
-    makes of a list of texts) and an optional ``text_pair`` column. Columns under other names
-    are refused, naming ``text``: guessing one classified a ``title`` in place of the review."""
+    makes of a list of texts) and an optional ``text_pair`` column; for a causal LM trained on
+    several prompt columns, a table of those columns (``task.read_table_texts``). Columns
+    under other names are refused, naming ``text``: guessing one classified a ``title`` in
+    place of the review."""
     if isinstance(model_input, str):
         return [model_input]
     if hasattr(model_input, "columns"):  # a pandas DataFrame
-        if "text" not in model_input.columns and len(model_input.columns) != 1:
-            raise ValueError(f"the DataFrame has columns {[str(c) for c in model_input.columns]} and no 'text' "
-                             "column; name the column of texts 'text' (and a pair's second 'text_pair')")
-        column = "text" if "text" in model_input.columns else model_input.columns[0]
-        texts = model_input[column].tolist()
-        pairs = model_input["text_pair"].tolist() if "text_pair" in model_input.columns else [None] * len(texts)
-        rows = [{"text": t, "text_pair": p} for t, p in zip(texts, pairs)]
-    elif isinstance(model_input, dict):
-        if isinstance(model_input.get("text"), str):
-            rows = [model_input]
-        elif "text" not in model_input:
-            raise ValueError(f"the dict has keys {sorted(map(str, model_input))} and no 'text'; give "
-                             "{'text': [texts...]} (and 'text_pair' for pairs), or a list of texts")
-        else:  # columns: {"text": [...], "text_pair": [...]} (numpy arrays from MLflow's REST server)
-            texts = [] if model_input.get("text") is None else list(model_input["text"])
-            pairs = [None] * len(texts) if model_input.get("text_pair") is None else list(model_input["text_pair"])
-            if len(pairs) != len(texts):
-                raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs")
-            rows = [{"text": t, "text_pair": p} for t, p in zip(texts, pairs)]
+        columns = {str(c): model_input[c].tolist() for c in model_input.columns}
+        if "text" not in columns and len(columns) == 1:
+            columns = {"text": next(iter(columns.values()))}
+    elif isinstance(model_input, dict) and not isinstance(model_input.get("text"), str):
+        # columns: {"text": [...], "text_pair": [...]} (numpy arrays from MLflow's REST server)
+        columns = {str(k): [] if v is None else list(v) for k, v in model_input.items()}
     else:
-        rows = list(model_input)
+        rows = [model_input] if isinstance(model_input, dict) else list(model_input)
+        return [build_pyfunc_input(item, i) for i, item in enumerate(rows, start=1)]
+    texts = columns.get("text")
+    if texts is None and task is not None:
+        texts = task.read_table_texts(columns)
+    if texts is None:
+        wanted = "'text'" + (f" (or the prompt columns {task.settings.prompt_columns})"
+                             if task is not None and task.settings.prompt_columns else "")
+        raise ValueError(f"the input has columns {sorted(columns)} and no {wanted}; name the column of texts 'text' "
+                         "(and a pair's second 'text_pair')")
+    pairs = columns.get("text_pair") or [None] * len(texts)
+    if len(pairs) != len(texts):
+        raise ValueError(f"{len(texts)} texts but {len(pairs)} text pairs")
+    rows = [{"text": t, "text_pair": p} for t, p in zip(texts, pairs)]
     return [build_pyfunc_input(item, i) for i, item in enumerate(rows, start=1)]
 
 
@@ -180,7 +182,7 @@ class TaskPipelineModel(mlflow.pyfunc.PythonModel):
 
     def predict(self, context, model_input, params=None):
         batch_size = int((params or {}).get("batch_size") or DEFAULT_BATCH_SIZE)
-        inputs = build_pyfunc_inputs(model_input)
+        inputs = build_pyfunc_inputs(model_input, self.task)
         self.task.check_pair_inputs(inputs)
         return self.task.run_predict(self.pipe, inputs, batch_size=batch_size,
                                      **build_generation_params(self.task, params))
