@@ -537,6 +537,14 @@ def test_model_cards_of_language_models(tmp_path):
     assert "- train: split `train`, 40 rows, sequences 12" in card
     assert 'pipeline("text-generation"' in card and "--max-new-tokens" in card
     assert "64 tokens, greedy by default" in card and "- prompt:" not in card
+    # The Use section passes what training saw: text for a model trained on text, a chat otherwise
+    usage = {setting: "\n".join(build_task({"type": "causal-lm", "chat_template": setting}).build_usage_example())
+             for setting in (False, True, None)}
+    assert 'gen("the sky is"' in usage[False] and '"role": "user"' not in usage[False]
+    assert '"role": "user"' in usage[True] and 'gen("the sky is"' not in usage[True]
+    assert '"role": "user"' in usage[None] and 'gen("the sky is"' in usage[None]
+    for code in usage.values():
+        compile(code.replace("<this directory>", "d"), "<card>", "exec")
     dolly = {**job, "data": {**job["data"], "prompt_column": ["instruction", "context"]}}
     card = build_model_card(summary, summary.winner_trial(), {"job": dolly})
     assert "- prompt: the texts of `instruction` and `context`, a blank line apart (empty ones left out)" in card

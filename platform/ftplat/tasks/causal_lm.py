@@ -200,7 +200,13 @@ class CausalLM(LanguageModelTask):
         return prediction["generated_text"].replace("\t", " ").replace("\n", "\\n")
 
     def build_usage_example(self, text_pair: bool = False) -> list[str]:
-        return ["from transformers import pipeline",
-                f'gen = pipeline("{self.pipeline_task}", model="<this directory>")',
-                'gen("the sky is", max_new_tokens=64, return_full_text=False)  # [{"generated_text": ...}]',
-                "# trained with a chat template: gen([{\"role\": \"user\", \"content\": \"...\"}], ...)"]
+        lines = ["from transformers import pipeline", f'gen = pipeline("{self.pipeline_task}", model="<this directory>")']
+        plain = 'gen("the sky is", max_new_tokens=64, return_full_text=False)  # [{"generated_text": ...}]'
+        chat = ('gen([[{"role": "user", "content": "What color is the sky?"}]], max_new_tokens=64, '
+                'return_full_text=False)')
+        if self.settings.chat_template is False:  # trained on text as it is
+            return [*lines, plain]
+        if self.settings.chat_template:  # each prompt was a user turn of the chat template
+            return [*lines, "# prompts were user turns of the tokenizer's chat template: pass a chat", chat]
+        return [*lines, "# prompts were user turns of the tokenizer's chat template when it has one (then pass a "
+                        "chat), else given as they are", chat, plain]
