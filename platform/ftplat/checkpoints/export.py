@@ -54,12 +54,6 @@ def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSumma
     defaults = {name: f.default for name, f in TaskConfig.model_fields.items() if name != "type"}
     settings = {k: v for k, v in task.items() if k not in TRAINING_ONLY_TASK_KEYS and v is not None
                 and (k not in defaults or v != defaults[k])}
-    prompt_column = (job.get("data") or {}).get("prompt_column")
-    if task.get("type") == "causal-lm" and not prompt_column:
-        # Trained on plain text: serving must not wrap inputs in the tokenizer's chat template.
-        settings["chat_template"] = False
-    if task.get("type") == "causal-lm" and isinstance(prompt_column, list) and len(prompt_column) > 1:
-        settings["prompt_columns"] = list(prompt_column)
     max_length = (job.get("data") or {}).get("max_length")
     if max_length is not None:
         # Serving reads no more tokens than training and test scoring did (the task decides
@@ -70,6 +64,7 @@ def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSumma
     if settings["type"] not in TASKS:
         raise UserError(f"the sweep's task.type {settings['type']!r} is not one this ftplat serves "
                         f"({', '.join(TASKS)}); export it with the ftplat version that ran it")
+    settings.update(TASKS[settings["type"]].build_serving_settings(job.get("data") or {}))
     if TASKS[settings["type"]].accepts_text_pair and sweep_config is not None:
         # Serving reads a TAB as a pair separator only for a pair model (a review may hold one).
         settings["text_pair"] = bool((job.get("data") or {}).get("text_pair_column"))

@@ -66,3 +66,18 @@ def check_model_dir(cfg: ModelConfig) -> None:
     if missing:
         raise UserError(f"{where} is missing {'; '.join(missing)}; save the model and its tokenizer there "
                         "(model.save_pretrained and tokenizer.save_pretrained)")
+    if cfg.config_overrides:
+        check_config_overrides(cfg, folder)
+
+
+def check_config_overrides(cfg: ModelConfig, folder: Path) -> None:
+    """``model.config_overrides`` names fields of the model's config: an unknown name would
+    reach the model's constructor in every trial's workers and fail there."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(folder), trust_remote_code=cfg.trust_remote_code)
+    unknown = sorted(name for name in cfg.config_overrides if not hasattr(config, name))
+    if unknown:
+        known = sorted(k for k in config.to_dict() if not k.startswith("_"))
+        raise UserError(f"model.config_overrides {unknown} are not fields of {type(config).__name__} "
+                        f"(model.name_or_path {cfg.name_or_path!r}); its fields: {', '.join(known[:40])}")

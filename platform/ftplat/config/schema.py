@@ -74,6 +74,11 @@ class TaskConfig(StrictModel):
         return self
 
 
+#: Model config fields ftplat sets itself (the task's head), and from where.
+FTPLAT_CONFIG_FIELDS = {"num_labels": "model.num_labels", "id2label": "model.id2label",
+                        "label2id": "model.id2label", "problem_type": "task.type"}
+
+
 class ModelConfig(StrictModel):
     """Which pretrained model to fine-tune and which of its weights train."""
 
@@ -92,6 +97,11 @@ class ModelConfig(StrictModel):
     checkpoints then hold the adapter and the head, not the base model."""
     trust_remote_code: bool = False
     """Run code shipped with a hub model. Off unless you trust the model's author."""
+    config_overrides: dict[str, Any] = {}
+    """Fields of the model's config set before it is built, as run_mlm.py's
+    ``--config_overrides``: ``{attention_window: 256}`` (Longformer), ``{hidden_dropout_prob:
+    0.2}``. Each must be a field of the model's config (checked before any work for a local
+    model); searchable per trial as ``model.config_overrides.<field>`` when set here."""
 
     @field_validator("id2label", mode="before")
     @classmethod
@@ -111,6 +121,14 @@ class ModelConfig(StrictModel):
                 raise ValueError(f"{pattern!r} is not a valid regular expression ({exc})") from None
         if value is not None and not value:
             raise ValueError("must name at least one pattern, or be null to train everything")
+        return value
+
+    @field_validator("config_overrides")
+    @classmethod
+    def _overrides_not_ftplats(cls, value):
+        for name in value:
+            if name in FTPLAT_CONFIG_FIELDS:
+                raise ValueError(f"{name} is set by ftplat from {FTPLAT_CONFIG_FIELDS[name]}; set it there")
         return value
 
     @model_validator(mode="after")

@@ -231,6 +231,7 @@ PER_TRIAL_RULES: tuple[tuple[str, str | None], ...] = (
     ("model.peft", "a trial varies the adapter's fields (model.peft.r, ...), not whether there is one; set "
                    "model.peft in the job config"),
     ("model.trainable_patterns", None),
+    ("model.config_overrides.", None),
     ("model.", _MODEL),
     ("data.", _DATA),
     ("task.mlm_probability", None),

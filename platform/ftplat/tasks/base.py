@@ -193,7 +193,7 @@ class Task:
         # which weights were re-initialised.
         built, info = auto.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code,
                                            ignore_mismatched_sizes=True, output_loading_info=True,
-                                           **self.build_model_kwargs(model))
+                                           **self.build_model_kwargs(model), **model.config_overrides)
         # Randomly initialised here, so a peft adapter must train and save them (adapters.py).
         setattr(built, NEW_WEIGHTS_ATTR, sorted({*info["missing_keys"], *(k[0] for k in info["mismatched_keys"])}))
         if getattr(built.config, "pad_token_id", None) is None and getattr(tokenizer, "pad_token_id", None) is not None:
@@ -235,6 +235,12 @@ class Task:
         return result
 
     # --- serving -------------------------------------------------------------------------
+    @classmethod
+    def build_serving_settings(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """What an export's ``ftplat_task.json`` records of the job's ``data`` section (a dict)
+        for serving this task as it trained."""
+        return {}
+
     def read_table_texts(self, columns: dict[str, list[Any]]) -> list[Any] | None:
         """The texts of a served table without a ``text`` column (columns by name), when this
         model was trained on columns of other names; None otherwise."""

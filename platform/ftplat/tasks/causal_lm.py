@@ -165,6 +165,16 @@ class CausalLM(LanguageModelTask):
         return DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=IGNORED_LABEL)
 
     # --- serving -------------------------------------------------------------------------
+    @classmethod
+    def build_serving_settings(cls, data: dict[str, Any]) -> dict[str, Any]:
+        prompt_column = data.get("prompt_column")
+        if not prompt_column:
+            # Trained on plain text: serving must not wrap inputs in the tokenizer's chat template.
+            return {"chat_template": False}
+        if isinstance(prompt_column, list) and len(prompt_column) > 1:
+            return {"prompt_columns": list(prompt_column)}
+        return {}
+
     def read_table_texts(self, columns: dict[str, list[Any]]) -> list[Any] | None:
         """A table of the prompt columns the model was trained on, joined as training did."""
         names = self.settings.prompt_columns

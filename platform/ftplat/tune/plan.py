@@ -60,7 +60,8 @@ def read_parameter_count(job: JobConfig) -> ParameterCount:
     try:
         config = transformers.AutoConfig.from_pretrained(name, local_files_only=True,
                                                          trust_remote_code=job.model.trust_remote_code,
-                                                         **task.build_model_kwargs(job.model))
+                                                         **task.build_model_kwargs(job.model),
+                                                         **job.model.config_overrides)
         with torch.device("meta"):
             model = getattr(transformers, task.auto_model).from_config(
                 config, trust_remote_code=job.model.trust_remote_code)
