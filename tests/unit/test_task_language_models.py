@@ -572,3 +572,26 @@ def test_the_export_of_a_chat_model_keeps_its_chat_template(tmp_path, capsys):
     run_export(str(sweep), str(tmp_path / "export"))
     code, _, err = run_predict(capsys, tmp_path / "export", "--max-new-tokens", "2", "what is the color of the sky ?")
     assert code == 0, err
+
+
+def test_a_masked_lm_export_keeps_the_base_models_pooler_for_the_classifier_after_it(mlm_dir, tmp_path):
+    """Domain adaptation's next step starts a classifier from the MLM export: BERT's MLM class
+    drops the pretrained pooler, so that classifier began with a random one."""
+    import shutil
+
+    from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification
+
+    base = tmp_path / "base"
+    shutil.copytree(mlm_dir, base)
+    BertForPreTraining(BertConfig.from_pretrained(mlm_dir)).save_pretrained(base)  # a pretrained pooler
+    out = tmp_path / "export"
+    shutil.copytree(base, out)
+    BertForMaskedLM.from_pretrained(base).save_pretrained(out)  # what a masked-lm trial saves: no pooler
+    before = BertForSequenceClassification.from_pretrained(out).bert.pooler.dense.weight
+    expected = BertForPreTraining.from_pretrained(base).bert.pooler.dense.weight
+    assert not torch.equal(before, expected)
+
+    build_task("masked-lm").run_complete_export(str(out), {"model": {"name_or_path": str(base)}})
+    after = BertForSequenceClassification.from_pretrained(out).bert.pooler.dense.weight
+    assert torch.equal(after, expected)
+    assert BertForMaskedLM.from_pretrained(out).bert.pooler is None  # still an MLM model that serves as one

@@ -265,6 +265,8 @@ def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> d
     winner_job = build_trial_job(job, trial.hyperparameters) if job else job
     weights = run_write_model_dir(checkpoint_uri, out_dir, winner_job,
                                   adapter_only=adapter_only)
+    if weights["weights"] != "adapter" and winner_job:
+        build_task(settings).run_complete_export(out_dir, winner_job)
     card += build_weights_section(weights, build_task(settings).auto_model)
     card_data = build_card_data(summary, trial, build_task(settings), (sweep_config or {}).get("job") or {}, weights)
     run_write_task_file(out_dir, settings)

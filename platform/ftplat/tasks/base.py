@@ -235,6 +235,9 @@ class Task:
         return result
 
     # --- serving -------------------------------------------------------------------------
+    def run_complete_export(self, out_dir: str, job: dict[str, Any]) -> None:
+        """Add to an exported model folder (whole weights) what its checkpoints lack."""
+
     @classmethod
     def build_serving_settings(cls, data: dict[str, Any]) -> dict[str, Any]:
         """What an export's ``ftplat_task.json`` records of the job's ``data`` section (a dict)

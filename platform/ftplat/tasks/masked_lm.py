@@ -14,11 +14,14 @@ MLM head is dropped and a new classifier made, as from any pretrained checkpoint
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ftplat.errors import UserError
 from ftplat.tasks.base import column_list
 from ftplat.tasks.language_model import MODEL_INPUTS, LanguageModelTask, check_text_inputs, group_into_blocks
+
+logger = logging.getLogger(__name__)
 
 #: Candidates ``predict`` lists for the mask token.
 TOP_K = 5
@@ -71,6 +74,30 @@ class MaskedLM(LanguageModelTask):
         return DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=self.settings.mlm_probability)
 
     # --- serving -------------------------------------------------------------------------
+    def run_complete_export(self, out_dir: str, job: dict[str, Any]) -> None:
+        """The base model's pretrained pooler beside the MLM weights. An MLM head model has
+        none (BERT's and Longformer's MLM classes drop it at load), so a classifier started
+        from this export, the next step of domain adaptation, began with a random pooler
+        where one from the base checkpoint began with the pretrained one."""
+        import transformers
+
+        model = job.get("model") or {}
+        name = model.get("name_or_path")
+        try:
+            base = transformers.AutoModel.from_pretrained(name, trust_remote_code=bool(model.get("trust_remote_code")))
+        except (OSError, ValueError) as exc:
+            logger.warning("The export has no pooler: the base model %r could not be loaded (%s); a classifier "
+                           "started from the export begins with a random one", name, str(exc).splitlines()[0])
+            return
+        pooler = getattr(base, "pooler", None)
+        mlm = transformers.AutoModelForMaskedLM.from_pretrained(out_dir)
+        if pooler is None or getattr(mlm.base_model, "pooler", "none of its own") is not None:
+            return
+        mlm.base_model.pooler = pooler
+        mlm.save_pretrained(out_dir)
+        logger.info("The export holds the base model's pooler beside the MLM weights (for a classifier started "
+                    "from it)")
+
     def build_predict_call_kwargs(self) -> dict[str, Any]:
         return {"top_k": TOP_K}
 
