@@ -84,6 +84,16 @@ def test_a_rule_across_a_section_blames_no_override_of_another_field_in_it(tmp_p
         build_sweep_configs(job, {}, [f"model.name_or_path={tmp_path}"], job_source="job.yaml")
 
 
+def test_a_rule_across_sections_blames_the_override_of_a_field_it_names():
+    """training.fp16 from the GPU recipe against resources.use_gpu=false on the command line:
+    the override is named, not the file (the message names both fields)."""
+    from pathlib import Path
+
+    job = Path(__file__).resolve().parents[2] / "jobs/configs/imdb.yaml"
+    with pytest.raises(ConfigError, match=r"^override resources\.use_gpu=false: training\.fp16 is true but "):
+        load_sweep_configs(job, None, ["resources.use_gpu=false", "resources.cpus_per_worker=1"])
+
+
 def test_checks_after_the_schema_name_the_override_too():
     """The search space's and the adapter's checks run after the schema's; they named the file."""
     from pathlib import Path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +44,10 @@ def _quote_hint(value: Any) -> str:
             f"\"'{shown}'\" after the = of an override)")
 
 
+#: A dotted field name in a message (``resources.use_gpu``).
+DOTTED_NAME_RE = re.compile(r"\b[a-z_]+(?:\.[a-z_0-9]+)+\b")
+
+
 def build_error_path(err: dict[str, Any]) -> str:
     """The YAML path of one pydantic error (empty for a rule across sections)."""
     loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
@@ -68,7 +73,12 @@ def select_blamed_overrides(paths: list[str], overrides: list[str], shown_prefix
 def build_blamed_source(exc: ValidationError, overrides: list[str], source: str, shown_prefix: str = "") -> str:
     """What an error message names as its input: the overrides that set the fields it is about
     (a file that holds a valid value is not to blame), else ``source``."""
-    blamed = select_blamed_overrides([build_error_path(err) for err in exc.errors()], overrides, shown_prefix)
+    paths = []
+    for err in exc.errors():
+        path = build_error_path(err)
+        # A rule across sections names its fields in the message (training.fp16 ... resources.use_gpu)
+        paths += [path] if path else DOTTED_NAME_RE.findall(err["msg"])
+    blamed = select_blamed_overrides(paths, overrides, shown_prefix)
     return f"override {', '.join(blamed)}" if blamed else source
 
 
