@@ -89,6 +89,18 @@ class TrackingSender:
             return dict(self.given_up) if self.given_up is not None else self.guard.to_dict()
 
 
+def build_run_shape(arguments: dict[str, Any], *, world_size: int, max_steps: int | None) -> dict[str, Any]:
+    """The global batch (per device x accumulation x workers) and the optimizer steps: trials of
+    different worker counts or accumulation differ in these, not in any one field."""
+    shape: dict[str, Any] = {}
+    if "per_device_train_batch_size" in arguments:
+        shape["train.global_batch_size"] = (arguments["per_device_train_batch_size"]
+                                            * arguments.get("gradient_accumulation_steps", 1) * world_size)
+    if max_steps:
+        shape["train.optimizer_steps"] = max_steps
+    return shape
+
+
 class MlflowTrialCallback(TrainerCallback):
     """Rank 0's logging into its trial's run.
 
@@ -133,11 +145,10 @@ class MlflowTrialCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not state.is_world_process_zero:
             return
-        resolved = build_hf_params(args.to_dict(), build_default_training_args(), self.searched)
-        # Trials of different worker counts or accumulation differ in these, not in any one field.
-        resolved["train.global_batch_size"] = (args.per_device_train_batch_size * args.gradient_accumulation_steps
-                                               * args.world_size)
-        resolved["train.optimizer_steps"] = state.max_steps
+        arguments = args.to_dict()
+        resolved = build_hf_params(arguments, build_default_training_args(), self.searched)
+        resolved.update(build_run_shape(arguments, world_size=getattr(args, "world_size", 1),
+                                        max_steps=getattr(state, "max_steps", None)))
         model = kwargs.get("model")
         if model is not None:
             trainable, total = count_parameters(model)
