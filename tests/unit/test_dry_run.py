@@ -17,7 +17,7 @@ from ftplat.config.loading import load_sweep_configs
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.tune.plan import (CPU_PROFILE, ParameterCount, build_checkpoints_kept, build_cpu_sweep_warning,
-                              build_storage_estimate, read_parameter_count)
+                              build_storage_estimate, format_storage_text, read_parameter_count)
 
 REPO = Path(__file__).resolve().parents[2]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -197,3 +197,19 @@ def test_the_plan_counts_the_model_the_workers_build(tiny_model_dir, overrides):
     assert count.unknown is None and count.trainable == trainable
     if job.model.peft is None:
         assert count.total == total
+
+
+def test_a_searched_adapter_rank_is_sized_at_its_largest(tiny_model_dir):
+    """The estimate used the job's rank; a search reaching r=16 writes checkpoints 4x r=4's."""
+    from ftplat.tune.plan import read_largest_parameter_count
+
+    job, space = load_sweep_configs(None, None, [
+        f"model.name_or_path={tiny_model_dir}", "model.peft.r=4",
+        "search.parameters.model.peft.r={type: choice, values: [4, 16]}"])
+    largest = read_largest_parameter_count(job, space)
+    at_16 = read_parameter_count(job.model_copy(update={"model": job.model.model_copy(
+        update={"peft": job.model.peft.model_copy(update={"r": 16})})}))
+    assert largest.trainable == at_16.trainable > read_parameter_count(job).trainable
+    assert largest.at == "model.peft.r at the largest"
+    assert "trained, with model.peft.r at the largest)" in format_storage_text(build_storage_estimate(job, space,
+                                                                                                     largest))

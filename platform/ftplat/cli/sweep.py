@@ -179,10 +179,10 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
 def build_dry_run_text(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> str:
     """The read-only checks, then the plan; warnings (the CPU one included) are logged."""
     from ftplat.tune.plan import (build_cpu_sweep_warning, build_storage_estimate, check_dry_run,
-                                  format_sweep_plan, read_parameter_count)
+                                  format_sweep_plan, read_largest_parameter_count)
 
     sweep_path, warnings = check_dry_run(job, space, resume=resume)
-    count = read_parameter_count(job)
+    count = read_largest_parameter_count(job, space)
     cpu_warning = build_cpu_sweep_warning(job, space, count)
     for line in warnings + ([cpu_warning] if cpu_warning else []):
         logger.warning(line)

@@ -42,6 +42,8 @@ class ParameterCount:
     total: int | None = None
     trainable: int | None = None
     unknown: str | None = None
+    #: Which searched values it was counted at (the largest of those that size a checkpoint).
+    at: str | None = None
 
 
 def read_parameter_count(job: JobConfig) -> ParameterCount:
@@ -88,6 +90,31 @@ def read_parameter_count(job: JobConfig) -> ParameterCount:
     return ParameterCount(total=total, trainable=trainable)
 
 
+#: Searched fields that change what a checkpoint holds: the estimate sizes their largest value.
+SIZING_PARAMETERS = ("model.peft.r",)
+
+
+def build_largest_checkpoint_job(job: JobConfig, space: SearchSpaceConfig) -> tuple[JobConfig, list[str]]:
+    """The job with each searched ``SIZING_PARAMETERS`` field at its largest value (an
+    adapter of rank 32 is twice rank 16's), and those fields' names."""
+    from ftplat.config.loading import build_trial_job
+
+    largest = {path: max(param.values) if param.type == "choice" else param.high
+               for path, param in space.parameters.items() if path in SIZING_PARAMETERS}
+    if not largest:
+        return job, []
+    return JobConfig.model_validate(build_trial_job(job.model_dump(), largest)), sorted(largest)
+
+
+def read_largest_parameter_count(job: JobConfig, space: SearchSpaceConfig) -> ParameterCount:
+    """``read_parameter_count`` of the largest checkpoint a trial of the search can write."""
+    largest, searched = build_largest_checkpoint_job(job, space)
+    count = read_parameter_count(largest)
+    if searched and count.unknown is None:
+        return ParameterCount(total=count.total, trainable=count.trainable, at=f"{', '.join(searched)} at the largest")
+    return count
+
+
 def build_checkpoints_kept(job: JobConfig, space: SearchSpaceConfig) -> tuple[int | None, int | None]:
     """Checkpoints in storage for the whole sweep: while it runs (every trial at
     training.save_total_limit) and after the final retention pass. None when unbounded."""
@@ -124,6 +151,8 @@ def build_storage_estimate(job: JobConfig, space: SearchSpaceConfig, count: Para
                 "sweep_bytes_while_running": peak * (weights + optimizer),
                 "sweep_bytes_after_retention": final * (weights + kept_optimizer),
                 "sweep_bytes_without_optimizer": peak * weights}
+    if count.at:
+        estimate["at"] = count.at
     if job.training.deepspeed:
         estimate["note"] = "DeepSpeed checkpoints shard the optimizer state; the total is about the same"
     return estimate
@@ -181,7 +210,8 @@ def format_bytes(n: int) -> str:
 def format_storage_text(estimate: dict) -> str:
     if "unknown" in estimate:
         return f"unknown: {estimate['unknown']}"
-    lines = [f"{estimate['parameters']:,} parameters ({estimate['trainable_parameters']:,} trained); one checkpoint "
+    at = f", with {estimate['at']}" if estimate.get("at") else ""
+    lines = [f"{estimate['parameters']:,} parameters ({estimate['trainable_parameters']:,} trained{at}); one checkpoint "
              f"{format_bytes(estimate['checkpoint_bytes'])} without, "
              f"{format_bytes(estimate['checkpoint_bytes_with_optimizer'])} with the optimizer state",
              f"while running: {estimate['checkpoints_while_running']} checkpoints, "
