@@ -16,6 +16,7 @@ from typing import Any
 from ftplat.checkpoints.card import build_card_data, build_card_document, build_public_name, build_public_text
 from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.config.loading import build_trial_job
+from ftplat.config.data_config import DataConfig
 from ftplat.config.schema import TaskConfig
 from ftplat.errors import UserError
 from ftplat.layout import build_sweep_config_uri, build_train_run_uri
@@ -31,10 +32,9 @@ TRAINING_ONLY_TASK_KEYS = ("metric_fn", "metric_modes")
 #: How the model card names the columns a job reads (``Task.read_columns``' config fields).
 COLUMN_ROLES = {"text_column": "text", "text_pair_column": "text pair", "tokens_column": "tokens",
                 "label_column": "label", "prompt_column": "prompt", "completion_column": "completion"}
-#: ``data`` defaults of the job config, for sweep configs that leave a column out.
-DATA_COLUMN_DEFAULTS = {"text_column": "text", "text_pair_column": None, "tokens_column": "tokens",
-                        "label_column": "label", "label_columns": None, "prompt_column": None,
-                        "completion_column": None}
+#: ``data`` defaults of the job config, for sweep configs that leave a column out: every
+#: field of DataConfig, so a task's ``read_columns`` finds each it reads.
+DATA_COLUMN_DEFAULTS = {name: f.get_default(call_default_factory=True) for name, f in DataConfig.model_fields.items()}
 
 
 def read_sweep_config(sweep_uri: str) -> dict[str, Any] | None:
