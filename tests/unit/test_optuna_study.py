@@ -9,7 +9,7 @@ import optuna
 
 from ftplat.config.loading import load_sweep_configs
 from ftplat.tune.spaces import build_param_space, build_search_alg
-from ftplat.tune.study import (build_dashboard_command, build_local_study_path, build_study_storage,
+from ftplat.tune.study import (build_dashboard_command, build_local_study_path, run_open_study_storage,
                                run_download_study, run_upload_study)
 
 
@@ -33,7 +33,7 @@ def test_an_object_store_sweep_keeps_its_study_in_a_local_folder_named_after_it(
 
 def test_the_searcher_tells_the_study_in_the_file(tmp_path):
     _, space = load_sweep_configs(None, None, ["search.num_samples=2", "search.seed=3"])
-    searcher = build_search_alg(space, 1, study_name="sweep-a", study_storage=build_study_storage(str(tmp_path)))
+    searcher = build_search_alg(space, 1, study_name="sweep-a", study_storage=run_open_study_storage(str(tmp_path)))
     searcher.set_search_properties("objective", "max", build_param_space(space))
     proposed = searcher.suggest("t1")
     searcher.on_trial_complete("t1", {"objective": 0.75, **proposed})
@@ -50,13 +50,13 @@ def test_a_new_object_store_sweep_starts_a_new_study(tmp_path, monkeypatch, capl
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     uri = "s3://bucket/x/sweep-a"
-    old = optuna.create_study(study_name="sweep-a", storage=build_study_storage(uri))
+    old = optuna.create_study(study_name="sweep-a", storage=run_open_study_storage(uri))
     old.add_trial(optuna.trial.create_trial(value=0.5))
     caplog.set_level("INFO", logger="ftplat")
     run_clear_stale_study(uri)
     assert not os.path.exists(build_local_study_path(uri))
     assert "earlier sweep of s3://bucket/x/sweep-a" in caplog.text
-    fresh = optuna.create_study(study_name="sweep-a", storage=build_study_storage(uri), load_if_exists=True)
+    fresh = optuna.create_study(study_name="sweep-a", storage=run_open_study_storage(uri), load_if_exists=True)
     assert fresh.trials == []
 
     local = tmp_path / "results" / "sweep-b"

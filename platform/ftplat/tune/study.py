@@ -47,7 +47,8 @@ def build_local_study_path(sweep_path: str) -> str:
                         STUDY_FILE)
 
 
-def build_study_storage(sweep_path: str) -> optuna.storages.RDBStorage:
+def run_open_study_storage(sweep_path: str) -> optuna.storages.RDBStorage:
+    """The study's SQLite storage on the driver's disk (its folder and file created)."""
     local = build_local_study_path(sweep_path)
     os.makedirs(os.path.dirname(local), exist_ok=True)
     return optuna.storages.RDBStorage(f"sqlite:///{local}")

@@ -32,7 +32,7 @@ from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
 from ftplat.tune.preflight import build_largest_trial_job, check_largest_trial_fits, check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
 from ftplat.tune.spaces import build_param_space, build_scheduler, build_search_alg
-from ftplat.tune.study import (StudyUploadCallback, build_dashboard_command, build_study_storage,
+from ftplat.tune.study import (StudyUploadCallback, build_dashboard_command, run_open_study_storage,
                                is_local_storage, run_clear_stale_study, run_download_study)
 from ftplat.tune.summary import format_summary_table, read_sweep_summary
 from ftplat.tune.test_score import run_test_score
@@ -79,7 +79,7 @@ def build_tuner(job: JobConfig, space: SearchSpaceConfig, *, sweep_name: str, sw
             metric=OBJECTIVE_KEY,
             mode=space.objective.mode,
             search_alg=build_search_alg(space, job.resources.max_concurrent_trials, study_name=sweep_name,
-                                        study_storage=build_study_storage(sweep_path)
+                                        study_storage=run_open_study_storage(sweep_path)
                                         if space.algorithm == "optuna" else None),
             scheduler=build_scheduler(space, job),
             num_samples=space.num_samples,
