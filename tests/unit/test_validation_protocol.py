@@ -275,14 +275,18 @@ def test_a_hub_sources_config_name_reaches_load_dataset(tiny_model_dir, origin, 
     calls, answer = fake_hub
     answer["sizes"] = {"train": 120, "validation": 16, "test": 24}
     out = prepare(tiny_model_dir, source="nyu-mll/glue", config_name="sst2", text_column="sentence")
-    assert calls == [(("nyu-mll/glue", "sst2"), {})]
+    assert calls == [(("nyu-mll/glue", "sst2"), {"revision": None})]
     assert out.stats["selection"] == "the data's validation split"
     assert origin(out.eval) == [("validation", i) for i in range(16)]
     assert origin(out.tables["test"]) == [("test", i) for i in range(24)]
     assert origin(out.train) == [("train", i) for i in range(120)]
     calls.clear()
     prepare(tiny_model_dir, source="stanfordnlp/sst2", text_column="sentence", eval_split="test")
-    assert calls == [(("stanfordnlp/sst2", None), {})]
+    assert calls == [(("stanfordnlp/sst2", None), {"revision": None})]
+    calls.clear()  # a dataset published as a loading script, read from the hub's parquet branch
+    prepare(tiny_model_dir, source="eriktks/conll2003-like", text_column="sentence", eval_split="test",
+            revision="refs/convert/parquet")
+    assert calls == [(("eriktks/conll2003-like", None), {"revision": "refs/convert/parquet"})]
 
 
 def test_hub_source_errors_name_the_setting(tiny_model_dir, fake_hub):

@@ -38,6 +38,10 @@ class DataConfig(StrictModel):
     (``train.parquet``, ``test-00000-of-00001.parquet``...), or an ``aclImdb/`` folder."""
     config_name: str | None = None
     """The hub dataset's configuration (``glue`` with ``mrpc``)."""
+    revision: str | None = None
+    """The hub dataset's revision: a branch, tag or commit. ``refs/convert/parquet`` reads the
+    parquet files the hub made of a dataset published as a loading script, which the installed
+    ``datasets`` no longer runs."""
     train_split: str = "train"
     """Split to train on."""
     validation: ValidationConfig = ValidationConfig()

@@ -161,7 +161,7 @@ def load_raw_splits(cfg: DataConfig, read_columns: dict[str, str], *, required: 
         named = f"{cfg.source!r}" + (f" (configuration {cfg.config_name!r})" if cfg.config_name else "")
         logger.info("Loading %s from the Hugging Face hub", named)
         try:
-            loaded = datasets.load_dataset(cfg.source, cfg.config_name)
+            loaded = datasets.load_dataset(cfg.source, cfg.config_name, revision=cfg.revision)
         except ValueError as exc:
             # Raised for a missing or unknown configuration name, with the names it has.
             first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
