@@ -175,6 +175,38 @@ def test_an_unexpected_failure_exits_1_with_one_line_naming_its_log(monkeypatch,
     assert SECRET not in text and SECRET not in lines[0]
 
 
+def test_a_wrapped_failure_names_its_cause_in_the_one_line(monkeypatch, capsys, tmp_path):
+    """A full disk reached the user as optuna's StorageInternalError ("invalid data in the
+    commit") and a TuneError whose first line is "Traceback ...": the cause was in the log only."""
+    import sqlite3
+    import tempfile
+
+    from ftplat.cli.sweep import main
+    from ftplat.tune import sweep
+
+    class TuneError(Exception):
+        pass
+
+    def full_disk(job, space, resume):
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as exc:
+            raise RuntimeError("An exception is raised during the commit. This typically happens due to invalid "
+                               "data in the commit") from exc
+
+    def tune_error(job, space, resume):
+        raise TuneError("Traceback (most recent call last):\n  File \"x.py\", line 3, in save\n    f.write(b)\n"
+                        "OSError: [Errno 28] No space left on device")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for fail, expected in ((full_disk, "(caused by OperationalError: database or disk is full)"),
+                           (tune_error, "the sweep failed: TuneError: OSError: [Errno 28] No space left on device;")):
+        monkeypatch.setattr(sweep, "run_sweep", fail)
+        assert main(["--storage", str(tmp_path / "storage")]) == 1
+        lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and expected in lines[0], lines
+
+
 def test_overrides_are_read_anywhere_on_the_command_line():
     from ftplat.cli.sweep import build_overrides, parse_sweep_args
 

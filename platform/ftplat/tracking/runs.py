@@ -66,11 +66,26 @@ def redact_text(text: str) -> str:
     return URI_USERINFO.sub("***@", text)
 
 
-def format_error(exc: BaseException) -> str:
-    """An exception as one short line, credentials in URIs masked."""
+def format_error_line(exc: BaseException) -> str:
+    """``Type: first line``; a message that is a traceback (Tune's ``TuneError``) gives its
+    last unindented line, the error it ends with."""
     lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-    text = f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
-    return redact_text(text[:200])
+    if lines and lines[0].startswith("Traceback"):
+        lines = [ln for ln in lines if not ln[0].isspace()][-1:]
+    return f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
+
+
+def format_error(exc: BaseException) -> str:
+    """An exception as one short line, credentials in URIs masked; a wrapper's explicit cause
+    (``raise ... from``: optuna's StorageInternalError over sqlite's "database or disk is
+    full") follows it, since the wrapper alone rarely says what to fix."""
+    text, root, seen = format_error_line(exc), exc, {id(exc)}
+    while root.__cause__ is not None and id(root.__cause__) not in seen:
+        root = root.__cause__
+        seen.add(id(root))
+    if root is not exc:
+        text = f"{text} (caused by {format_error_line(root)})"
+    return redact_text(text[:300])
 
 
 def redact_config(value: Any, key: str = "") -> Any:
