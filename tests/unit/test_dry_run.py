@@ -178,6 +178,24 @@ def test_the_warning_is_one_line_and_does_not_block_the_dry_run(tmp_path, capsys
     assert len(warnings) == 1 and "\n" not in warnings[0].getMessage()
 
 
+def test_a_resume_given_only_its_name_is_not_warned_about(tmp_path, caplog, monkeypatch):
+    """``--resume --storage S --name N`` runs the stored configs; the warning was for the
+    embedded defaults given on the command line (a GPU-sized bert-base sweep)."""
+    from ftplat.tune import plan, sweep
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(plan, "check_dry_run", lambda job, space, resume: (str(tmp_path / "s" / "n"), []))
+    monkeypatch.setattr(sweep, "run_sweep", lambda job, space, resume: (_ for _ in ()).throw(RuntimeError("stop")))
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="ftplat"):
+        assert main(["--resume", "--storage", str(tmp_path / "s"), "--name", "n"]) == 1
+    assert not [r for r in caplog.records if CPU_PROFILE in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ftplat"):
+        assert main(["--storage", str(tmp_path / "s"), "--name", "m"]) == 1
+    assert [r for r in caplog.records if CPU_PROFILE in r.getMessage()]  # a new sweep still is
+
+
 @pytest.mark.parametrize("overrides", [
     [],
     ["model.peft.r=4"],                                  # the classifier head trains beside the adapter

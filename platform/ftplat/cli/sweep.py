@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
 
         # The read-only checks first, so a sweep refused by them prints its one error line only.
         check_dry_run(job, space, resume=args.resume)
-        warning = read_cpu_sweep_warning(job, space)
+        # A resumed sweep runs its stored configs (the ones given may be the embedded defaults,
+        # GPU-sized), and was warned when it started.
+        warning = None if args.resume else read_cpu_sweep_warning(job, space)
         if warning:
             logger.warning(warning)
         summary = run_sweep(job, space, resume=args.resume)
