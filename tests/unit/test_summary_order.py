@@ -38,6 +38,19 @@ def test_ties_go_to_the_trial_created_first_not_the_one_stored_first(tmp_path):
     assert set(summary["winners_by_scope"].values()) == {"first"}
 
 
+def test_a_trial_that_failed_midway_loses_a_tie_to_one_that_completed(tmp_path):
+    """It had won (created first), and the sweep tested and registered a half-trained model."""
+    failed, completed = _trial("first", "1_lr=0.002"), _trial("second", "2_lr=0.002")
+    failed.set_status(Trial.ERROR)
+    analysis = SimpleNamespace(trials=[failed, completed],
+                               trial_dataframes={"first": _history().iloc[:1], "second": _history()})
+    job, space = load_sweep_configs(None, None, [
+        "search.parameters.training.learning_rate={type: loguniform, low: 1.0e-4, high: 3.0e-2}"])
+    summary = read_sweep_summary(analysis, sweep_name="s", sweep_path=str(tmp_path), job=job, space=space).to_dict()
+    assert [t["trial_id"] for t in summary["trials"]] == ["first", "second"]  # still listed in creation order
+    assert summary["winner"]["trial_id"] == "second"
+
+
 def _frame(values) -> pd.DataFrame:
     return pd.DataFrame([{"training_iteration": i, "step": 10 * i, "eval_accuracy": v,
                           "checkpoint_name": f"checkpoint-{10 * i}"} for i, v in enumerate(values, start=1)])

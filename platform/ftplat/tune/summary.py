@@ -22,6 +22,7 @@ from ftplat.layout import (
 from ftplat.ray_internals import read_trial_error, sort_trials_by_creation
 from ftplat.records import (
     CHECKPOINT_NAME_KEY,
+    COMPLETED_STATUS,
     HISTORY_KEYS,
     BestCheckpoint,
     Objective,
@@ -131,7 +132,10 @@ def read_sweep_summary(
     mode = space.objective.mode
     # Only a finite score can win: Ray's rule (``select_best``) returns a lone trial whatever
     # its score, so a sweep whose one trial failed before evaluating would have a winner.
-    winners = {s: select_best([(rec.trial_id, stats) for rec, stats in read
+    # Of equal scores the first wins, as in Ray; trials that completed come first, so a trial
+    # that failed midway does not win a tie against one that trained to its end.
+    ranked = sorted(read, key=lambda rs: rs[0].status != COMPLETED_STATUS)
+    winners = {s: select_best([(rec.trial_id, stats) for rec, stats in ranked
                                if is_finite_score(scope_score(stats, s, mode))], s, mode)
                for s in SCOPES}
     winner = None
