@@ -81,6 +81,8 @@ CASES = [
     sweeps_case("resume-no-such-sweep", ["--resume", "--name", "never-ran"], "--resume: no sweep 'never-ran'"),
     sweeps_case("resume-only-sweep-config", ["--resume", "--name", "only-config"], "--resume: sweep 'only-config'"),
     sweeps_case("resume-before-first-trial", ["--resume", "--name", "tuner-only"], "--resume: sweep 'tuner-only'"),
+    # A full disk tore Tune's state: Tune would start afresh over it, with trials of no values
+    sweeps_case("resume-torn-state", ["--resume", "--name", "torn"], "--resume: sweep 'torn'"),
     case("resume-without-name", ["--resume"], "--resume needs the sweep's name"),
     sweeps_case("name-taken", ["--name", "only-config"], "storage.sweep_name 'only-config' already exists"),
     # the command line: overrides anywhere, argparse's errors in one line
@@ -108,6 +110,8 @@ ALSO = {
     "fp16-without-gpus": ["resources.use_gpu"],
     "resume-only-sweep-config": ["has no tuner.pkl", "without --resume under another --name"],
     "resume-before-first-trial": ["has no experiment_state-"],
+    "resume-torn-state": ["experiment_state-2026-01-01_00-00-00.json cannot be read (JSONDecodeError",
+                          "driver_artifacts/"],
     "tracking-server-down": ["tracking.enabled=false"],
 }
 
@@ -134,6 +138,10 @@ def outcomes(tmp_path_factory, tiny_model_dir, sentiment_data_dir):
     (storage / "tuner-only").mkdir()
     (storage / "tuner-only" / "sweep_config.json").write_text("{}")
     (storage / "tuner-only" / "tuner.pkl").write_bytes(b"")
+    (storage / "torn").mkdir()
+    (storage / "torn" / "sweep_config.json").write_text("{}")
+    (storage / "torn" / "tuner.pkl").write_bytes(b"")
+    (storage / "torn" / "experiment_state-2026-01-01_00-00-00.json").write_text('{"trial_data": [["{\\"trial_id')
     (storage / "a-file").write_text("not a folder")
     fill = {"storage": str(storage), "model": str(tiny_model_dir), "data": str(sentiment_data_dir), "tmp": str(tmp),
             "gpus_plus_one": str(read_gpu_count() + 1)}

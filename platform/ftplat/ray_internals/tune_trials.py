@@ -32,6 +32,25 @@ def read_missing_tune_state(sweep_path: str) -> str | None:
     return None
 
 
+def read_torn_tune_state(sweep_path: str) -> str | None:
+    """Why the newest experiment state Tune would restore from cannot be read (a write torn by a
+    full disk or a lost mount), None when it parses. Tune would not refuse it: it logs "Failed
+    to restore the run state" and starts the experiment afresh, whose trials have no values."""
+    from ray.train._internal.storage import get_fs_and_path
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+
+    fs, path = get_fs_and_path(sweep_path)
+    newest = _find_newest_experiment_checkpoint(path, fs=fs)
+    if newest is None:
+        return None
+    try:
+        with fs.open_input_stream(newest) as src:
+            json.loads(src.read().decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"{posixpath.basename(newest)} cannot be read ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
+    return None
+
+
 def read_experiment_state_mtime(fs: pafs.FileSystem, sweep_path: str) -> float | None:
     """When Tune last saved the experiment state of the sweep at ``sweep_path`` (in ``fs``),
     in POSIX seconds; None when it has none. A running sweep saves it every 10 s or so and

@@ -24,7 +24,7 @@ from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
 from ftplat.layout import build_summary_uri, build_sweep_config_uri
 from ftplat.records import SweepSummary
-from ftplat.ray_internals import check_ray_version, read_missing_tune_state
+from ftplat.ray_internals import check_ray_version, read_missing_tune_state, read_torn_tune_state
 from ftplat.environment import read_machine_cpus
 from ftplat.runtime import check_trial_fits_machine, read_machine_gpus, read_private_cluster_planned
 from ftplat.storage import check_storage_reachable, join_uri, mask_uri_credentials, path_exists, read_json
@@ -93,6 +93,14 @@ def check_sweep_storage(job: JobConfig, sweep_name: str, *, resume: bool) -> str
                 f"--resume: sweep {sweep_name!r} under {shown} has no {missing} (Tune writes its state once the "
                 "trials start), so there is nothing to resume; start it again without --resume under another "
                 "--name, or delete that folder first"
+            )
+        torn = read_torn_tune_state(sweep_path)
+        if torn:
+            raise UserError(
+                f"--resume: sweep {sweep_name!r} under {shown}: Tune's state {torn}, and Tune would start the sweep "
+                "afresh over it; if the machine that ran the sweep still has its copy "
+                "(/tmp/ray/session_*/artifacts/*/driver_artifacts/ holds a file of that name), copy it over the torn "
+                "one; if an older experiment_state file is beside it, delete the torn one to resume from that"
             )
         check_sweep_not_finished(sweep_path, sweep_name, shown)
     return sweep_path
