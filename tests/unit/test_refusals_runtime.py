@@ -333,3 +333,37 @@ def test_an_interrupted_sweep_is_not_closed_as_a_finished_one(monkeypatch, capsy
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert lines == ["error: sweep s was interrupted with 1 trial(s) not ended (c); its state is saved: continue it "
                      "with --resume --name s (no test score, final retention or registered model yet)"]
+
+
+def test_ctrl_c_after_the_trials_reaches_the_sweep_again(monkeypatch):
+    """Tune's Ctrl-C handler stayed installed after fit: a Ctrl-C during the test score or the
+    registration printed Tune's "Stop signal received" and was ignored."""
+    import signal
+
+    from ftplat.tune.sweep import run_fit
+
+    def tune_handler(signum, frame):
+        pass
+
+    class Tuner:
+        def fit(self):
+            signal.signal(signal.SIGINT, tune_handler)
+            return "grid"
+
+    before = signal.getsignal(signal.SIGINT)
+    assert run_fit(Tuner()) == "grid"
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ctrl_c_before_the_sweep_started_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
+    from ftplat.cli.sweep import main
+    from ftplat.tune import sweep
+
+    def interrupted(job, space, resume):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "run_sweep", interrupted)
+    assert main(["--storage", str(tmp_path / "storage")]) == 130
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert lines == ["error: interrupted (Ctrl-C) before the sweep started; nothing was written to storage: run it "
+                     "again"]

@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat sweep") -> int:
     except SweepInterrupted as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # before the sweep wrote anything (its checks, tokenizing, Ray's start)
+        print("error: interrupted (Ctrl-C) before the sweep started; nothing was written to storage: run it again",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's contract: one line, the traceback in a log, exit 1
         print(f"error: {format_failure(exc)}", file=sys.stderr)
         return EXIT_FAILURE

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
+import threading
 import time
 
 import ray
@@ -126,6 +128,19 @@ def run_sweep_retention(job: JobConfig, sweep_path: str, summary: SweepSummary) 
     return counts
 
 
+def run_fit(tuner: tune.Tuner) -> tune.ResultGrid:
+    """``tuner.fit()``, then the Ctrl-C handler that was there before: Tune's stays installed
+    after fit, so a Ctrl-C during the test score or the registration only printed Tune's "Stop
+    signal received" and was ignored (a second one raised a bare traceback)."""
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with scoped_environ(TUNE_FIT_ENV, keep_set=True):
+            return tuner.fit()
+    finally:
+        if before is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, before)
+
+
 def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False) -> SweepSummary:
     """Run a whole sweep and return its summary (also written to ``<sweep>/summary.json``).
 
@@ -171,8 +186,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                             data_ref=data_ref, trial_runs=trial_runs, resume=resume,
                             deepspeed_configs=deepspeed_configs)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
-        with scoped_environ(TUNE_FIT_ENV, keep_set=True):
-            grid = tuner.fit()
+        grid = run_fit(tuner)
         analysis = tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem)
         check_sweep_ended(analysis.trials, sweep_name)
         summary = read_sweep_summary(
@@ -195,6 +209,10 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         if tracking:
             run_end_parent(tracking, "KILLED" if isinstance(exc, (SweepInterrupted, KeyboardInterrupt))
                            else "FAILED")
+        if isinstance(exc, KeyboardInterrupt):  # outside fit: the trials' state is saved, the end is not
+            raise SweepInterrupted(f"sweep {sweep_name} was interrupted (Ctrl-C) before its end (the test score, "
+                                   "retention's final pass, the registered model); continue it with --resume "
+                                   f"--name {sweep_name}") from None
         raise
     finally:
         if trial_runs is not None:
