@@ -224,6 +224,8 @@ def test_empty_texts_are_refused_or_dropped_as_configured(tmp_path, tiny_model_d
     assert out.train["labels"].to_pylist() == [1, 0, 1] and out.eval.num_rows == 2
     assert out.stats["train"]["dropped_empty_texts"] == 3 and "dropped_empty_texts" not in out.stats["eval"]
     assert "left out 3 empty or whitespace-only texts of split 'train'" in caplog.text
+    # a line as each table's tokenizing starts (all of IMDB is a minute without progress bars)
+    assert "Tokenizing 3 train rows (split 'train')" in caplog.text
     with pytest.raises(UserError, match=r"data.train_size 4 is larger than split 'train', which has 3 rows after "
                                         r"dropping 3 empty texts; lower data.train_size"):
         build_tokenized_tables(job_of(data(empty_texts="drop", train_size=4), model))

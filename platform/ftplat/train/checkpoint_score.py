@@ -14,6 +14,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import TEST
 from ftplat.environment import read_machine_cpus
 from ftplat.tasks import build_task
+from ftplat.train.progress import EvalProgressCallback
 from ftplat.train.worker import build_trainer
 from ftplat.zero.runtime import run_skip_unused_deepspeed_import
 
@@ -43,5 +44,6 @@ def run_score_checkpoint(config: dict[str, Any]) -> dict[str, float]:
         trainer = build_trainer(job.model_copy(update={"training": job.training.model_copy(
             update={"deepspeed": None})}), train_table=None, eval_table=tables[TEST],
             output_dir=os.path.join(tmp, "out"), model=model)
+        trainer.add_callback(EvalProgressCallback(label="test score"))
         metrics = trainer.evaluate(metric_key_prefix=TEST_PREFIX)
     return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}

@@ -95,7 +95,44 @@ class ProgressLineCallback(TrainerCallback):
                           elapsed=elapsed)), flush=True)
 
 
+#: Seconds between the lines of a long evaluation.
+EVAL_PROGRESS_EVERY_S = 30.0
+
+
+class EvalProgressCallback(TrainerCallback):
+    """A line every ``EVAL_PROGRESS_EVERY_S`` of an evaluation, on the world's rank 0:
+    ``<label>: evaluating, batch 120/400, 3.1 batches/s, ETA 1m30s``. An evaluation of a
+    large split (the winner's test score: 25,000 reviews) was minutes without a line."""
+
+    def __init__(self, *, label: str, every_s: float = EVAL_PROGRESS_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic):
+        self.label, self.every_s, self.clock = label, every_s, clock
+        self.started: float | None = None
+        self.shown = 0.0
+        self.batches = 0
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        now = self.clock()
+        if self.started is None:
+            self.started, self.shown, self.batches = now, now, 0
+        self.batches += 1
+        if not state.is_world_process_zero or now - self.shown < self.every_s:
+            return
+        self.shown = now
+        total = len(eval_dataloader) if eval_dataloader is not None and hasattr(eval_dataloader, "__len__") else None
+        rate = self.batches / max(now - self.started, 1e-9)
+        line = f"{self.label}: evaluating, batch {self.batches}" + (f"/{total}" if total else "")
+        line += f", {rate:.2g} batches/s"
+        if total:
+            line += f", ETA {format_duration(max(0, total - self.batches) / rate)}"
+        print(line, flush=True)
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        self.started = None
+
+
 def run_replace_printer(trainer: Trainer, progress: ProgressLineCallback) -> None:
     """Swap the Trainer's dict printer (added because ``disable_tqdm`` is on) for the line."""
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(progress)
+    trainer.add_callback(EvalProgressCallback(label=progress.trial))
