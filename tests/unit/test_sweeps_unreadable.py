@@ -72,7 +72,17 @@ def test_a_cut_short_summary_makes_the_sweep_unreadable_not_the_listing(tmp_path
     statuses = [(s["name"], s["status"].split(":")[0]) for s in json.loads(out)["sweeps"]]
     assert code == 0 and statuses == [("done", "unreadable"), ("live", "running")]
     code, out, err = run(capsys, "sweeps", "show", str(done))
-    assert code == 2 and out == "" and "cannot be read: JSONDecodeError" in err and len(err.splitlines()) == 1
+    assert code == 2 and out == "" and "cannot be read: summary.json: JSONDecodeError" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_torn_experiment_state_is_named(tmp_path, capsys):
+    """A full disk tore Tune's state: the listing said a bare JSONDecodeError, naming no file."""
+    torn = write_sweep(tmp_path, "torn", RUNNING_SWEEP)
+    state = sorted(torn.glob("experiment_state-*.json"))[-1]
+    state.write_text(state.read_text()[:40])
+    code, out, err = run(capsys, "sweeps", "show", str(torn))
+    assert code == 2 and f"cannot be read: Tune's state {state.name} cannot be read (JSONDecodeError" in err
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ import pyarrow.fs as pafs
 from ftplat.checkpoints.gc import read_resumed_since_summary
 from ftplat.errors import UserError
 from ftplat.layout import build_summary_uri, build_sweep_config_uri
+from ftplat.ray_internals import read_torn_tune_state
 from ftplat.records import SweepSummary, TrialRecord, clean_value
 from ftplat.scoring import compute_history_stats, is_finite_score, rank_by_score, scope_score
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
@@ -231,9 +232,16 @@ def read_sweep_status(sweep_uri: str, *, now: float | None = None,
         usage = read_storage_usage(sweep_uri)
         # A summary older than Tune's saved state is a --resume's (running, or stopped before
         # its end): the trials are read live, as gc plans them, not as "finished".
+        reading = f"{posixpath.basename(build_summary_uri(sweep_uri))}: "
         summary = (SweepSummary.read(sweep_uri) if path_exists(build_summary_uri(sweep_uri))
                    and not read_resumed_since_summary(sweep_uri) else None)
+        # The file a reader must look at: Tune's state torn by a full disk read as a bare JSON error.
+        torn = read_torn_tune_state(sweep_uri)
+        if torn:
+            raise UnreadableSweepError(sweep_uri, f"Tune's state {torn}")
+        reading = "Tune's experiment state or a trial's results: "
         records, timings = read_live_trials(sweep_uri, config)
+        reading = ""
         if summary is not None:
             records = summary.trials
             # The summary is the sweep's record; Tune's state adds only when each trial ran.
