@@ -367,3 +367,25 @@ def test_ctrl_c_before_the_sweep_started_is_one_line_and_exit_130(monkeypatch, c
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert lines == ["error: interrupted (Ctrl-C) before the sweep started; nothing was written to storage: run it "
                      "again"]
+
+
+def test_sigterm_during_a_sweep_is_handled_as_ctrl_c():
+    """kill / ray job stop / a scheduler's preemption: Ray's handler aborted the driver with a
+    native stack dump; as Ctrl-C, Tune saves its state and the sweep ends with the --resume line."""
+    import os
+    import signal
+    import time
+
+    from ftplat.tune.console import sigterm_as_ctrl_c
+
+    seen = []
+    before_int = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    before_term = signal.getsignal(signal.SIGTERM)
+    try:
+        with sigterm_as_ctrl_c():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)  # the handler runs between bytecodes
+        assert seen == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGTERM) is before_term
+    finally:
+        signal.signal(signal.SIGINT, before_int)

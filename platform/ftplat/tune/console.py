@@ -3,7 +3,10 @@ interrupted one: Tune's progress table and environment, one line per trial that 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
 
 from ray import tune
 
@@ -71,3 +74,19 @@ def check_sweep_ended(trials: list, sweep_name: str) -> None:
             f"sweep {sweep_name} was interrupted with {len(unfinished)} trial(s) not ended "
             f"({', '.join(unfinished[:5])}{', ...' if len(unfinished) > 5 else ''}); its state is saved: continue "
             f"it with --resume --name {sweep_name} (no test score, final retention or registered model yet)")
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c():
+    """SIGTERM (``kill``, ``ray job stop``, a scheduler preempting the driver) handled as Ctrl-C
+    while the block runs: Tune saves its state and the sweep ends with the ``--resume`` line and
+    exit 130. Ray's own handler aborted the driver with a native stack dump. Entered after Ray
+    starts (``ray.init`` installs that handler); only the main thread can set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)

@@ -28,7 +28,8 @@ from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
 from ftplat.tracking.trial_runs import run_start_trial_runs_actor
 from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
-from ftplat.tune.console import TUNE_FIT_ENV, TrialEndLogCallback, build_progress_reporter, check_sweep_ended
+from ftplat.tune.console import (TUNE_FIT_ENV, TrialEndLogCallback, build_progress_reporter, check_sweep_ended,
+                                 sigterm_as_ctrl_c)
 from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
 from ftplat.tune.preflight import build_largest_trial_job, check_largest_trial_fits, check_sweep_preflight
@@ -160,6 +161,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     # A local cluster is sized for the largest trial the search can reach.
     started_ray = run_ray_init(build_largest_trial_job(job, space)[0].resources)
     tracking = trial_runs = None
+    stack = contextlib.ExitStack()
+    stack.enter_context(sigterm_as_ctrl_c())
     try:
         check_largest_trial_fits(job, space, check_cluster_fits)
         check_writable(job.storage.storage_path)
@@ -222,6 +225,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 ray.kill(trial_runs)
         if started_ray:
             ray.shutdown()
+        stack.close()
     print(format_summary_table(summary), flush=True)
     print(f"Summary: {redact_text(build_summary_uri(sweep_path))}", flush=True)
     if space.algorithm == "optuna":
