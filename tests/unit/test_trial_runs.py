@@ -134,3 +134,25 @@ def test_a_trial_restarted_after_its_params_failed_to_log_keeps_one_run_with_its
     children = client.search_runs([tracking["experiment_id"]], f"tags.mlflow.parentRunId = '{tracking['parent_run_id']}'")
     assert [r.info.run_id for r in children] == [run_id]
     assert client.get_run(run_id).data.params == {"training.learning_rate": "0.001"}
+
+
+def test_steps_trained_again_after_a_restart_are_not_logged_twice(tmp_path):
+    """A trial restarted from an earlier checkpoint (a retry; a --resume with a new driver and
+    actor) logs those steps again: the run's history held two points at each."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking = run_start_parent(TrackingConfig(tracking_uri=uri, experiment_name="e"), sweep_name="s",
+                                sweep_path=str(tmp_path / "s"), params={}, config_json={}, dashboard_url=None)
+    run_uri = str(tmp_path / "s" / "train-t1")
+    first = TrialRuns(tracking)
+    run_id = first.call("start_trial", trial_id="t1", run_uri=run_uri, params={})
+    first.call("log_metrics", run_id, [("loss", 0.9, 1000, 10), ("epoch", 0.5, 1000, 10)])
+    first.call("log_metrics", run_id, [("loss", 0.8, 2000, 20), ("eval_accuracy", 0.6, 2000, 20)])
+    first.call("log_metrics", run_id, [("loss", 0.85, 3000, 10)])  # a retry from step 0, same actor
+    resumed = TrialRuns(tracking)  # --resume: a new driver, a new actor
+    assert resumed.call("start_trial", trial_id="t1", run_uri=run_uri, params={}) == run_id
+    resumed.call("log_metrics", run_id, [("loss", 0.79, 4000, 20), ("eval_accuracy", 0.61, 4000, 20),
+                                         ("loss", 0.7, 5000, 30), ("eval_accuracy", 0.7, 5000, 30)])
+    client = build_client(uri)
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "loss")] == [(10, 0.9), (20, 0.8),
+                                                                                     (30, 0.7)]
+    assert [m.step for m in client.get_metric_history(run_id, "eval_accuracy")] == [20, 30]

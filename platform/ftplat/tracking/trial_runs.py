@@ -22,7 +22,7 @@ from typing import Any
 
 import ray
 
-from ftplat.tracking.runs import build_client, log_params, run_start_trial
+from ftplat.tracking.runs import build_client, find_trial_run_id, log_params, run_start_trial
 
 #: Threads of the actor: each running trial has two callers (its driver and rank 0), and a
 #: call into a slow or dead server holds its thread for as long as MLflow retries.
@@ -38,18 +38,40 @@ class TrialRuns:
         self.tracking = tracking
         # Opened now: the actor starts beside the sweep's first trial, long before its first call.
         self.client = build_client(tracking["tracking_uri"])
+        #: ``(run id, metric) -> the last step logged``; runs of an earlier driver are read once.
+        self.last_steps: dict[tuple[str, str], int] = {}
+        self.earlier_runs: set[str] = set()
 
     def start_trial(self, *, trial_id: str, run_uri: str, params: dict[str, Any]) -> str:
-        return run_start_trial(self.tracking, trial_id=trial_id, run_uri=run_uri, params=params, client=self.client)
+        earlier = find_trial_run_id(run_uri) is not None  # a --resume continues a run a driver before made
+        run_id = run_start_trial(self.tracking, trial_id=trial_id, run_uri=run_uri, params=params, client=self.client)
+        if earlier:
+            self.earlier_runs.add(run_id)
+        return run_id
+
+    def read_last_step(self, run_id: str, key: str) -> int:
+        if (run_id, key) not in self.last_steps:
+            history = self.client.get_metric_history(run_id, key) if run_id in self.earlier_runs else []
+            self.last_steps[run_id, key] = max((m.step for m in history), default=-1)
+        return self.last_steps[run_id, key]
 
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         log_params(self.client, run_id, params)
 
     def log_metrics(self, run_id: str, metrics: list[tuple[str, float, int, int]]) -> None:
-        """``metrics``: ``(key, value, timestamp_ms, step)`` each."""
+        """``metrics``: ``(key, value, timestamp_ms, step)`` each. A step at or below the last
+        one logged for its metric is left out: a trial restarted from an earlier checkpoint
+        (a retry, a ``--resume``) trains those steps again, and MLflow plotted both attempts'
+        points at each step. ``summary.json`` keeps the later attempt's evaluations."""
         from mlflow.entities import Metric
 
-        self.client.log_batch(run_id, metrics=[Metric(*m) for m in metrics])
+        fresh = []
+        for key, value, timestamp, step in metrics:
+            if step > self.read_last_step(run_id, key):
+                self.last_steps[run_id, key] = step
+                fresh.append(Metric(key, value, timestamp, step))
+        if fresh:
+            self.client.log_batch(run_id, metrics=fresh)
 
     def set_terminated(self, run_id: str, status: str) -> None:
         self.client.set_terminated(run_id, status)
