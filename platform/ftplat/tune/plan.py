@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import yaml
 
@@ -18,7 +18,8 @@ from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.ray_internals import check_ray_version
 from ftplat.tune.preflight import (build_ephemeral_path_warnings, build_largest_trial_job, build_sweep_name,
-                                   check_largest_trial_fits, check_sweep_storage, check_trial_fits_this_machine)
+                                   check_largest_trial_fits, check_sweep_storage, check_trial_fits_this_machine,
+                                   select_largest_value)
 from ftplat.tune.spaces import build_max_evaluations, build_scheduler
 
 #: Bytes per parameter: weights as saved (float32), and AdamW's two float32 moments.
@@ -99,8 +100,8 @@ def build_largest_checkpoint_job(job: JobConfig, space: SearchSpaceConfig) -> tu
     adapter of rank 32 is twice rank 16's), and those fields' names."""
     from ftplat.config.loading import build_trial_job
 
-    largest = {path: max(param.values) if param.type == "choice" else param.high
-               for path, param in space.parameters.items() if path in SIZING_PARAMETERS}
+    largest = {path: select_largest_value(param) for path, param in space.parameters.items()
+               if path in SIZING_PARAMETERS}
     if not largest:
         return job, []
     return JobConfig.model_validate(build_trial_job(job.model_dump(), largest)), sorted(largest)
@@ -111,7 +112,7 @@ def read_largest_parameter_count(job: JobConfig, space: SearchSpaceConfig) -> Pa
     largest, searched = build_largest_checkpoint_job(job, space)
     count = read_parameter_count(largest)
     if searched and count.unknown is None:
-        return ParameterCount(total=count.total, trainable=count.trainable, at=f"{', '.join(searched)} at the largest")
+        return replace(count, at=f"{', '.join(searched)} at the largest")
     return count
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
@@ -147,6 +147,11 @@ def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig,
 SIZING_RESOURCES = ("num_workers", "cpus_per_worker", "gpus_per_worker", "use_gpu")
 
 
+def select_largest_value(param: Any) -> Any:
+    """The largest value a search-space parameter can take."""
+    return max(param.values) if param.type == "choice" else param.high
+
+
 def build_largest_trial_job(job: JobConfig, space: SearchSpaceConfig) -> tuple[JobConfig, list[str]]:
     """The job with every searched sizing field of ``resources`` at its largest value, and the
     names of those parameters (none: the job itself)."""
@@ -154,7 +159,7 @@ def build_largest_trial_job(job: JobConfig, space: SearchSpaceConfig) -> tuple[J
     for path, param in space.parameters.items():
         section, _, name = path.partition(".")
         if section == "resources" and name in SIZING_RESOURCES:
-            update[name] = max(param.values) if param.type == "choice" else param.high
+            update[name] = select_largest_value(param)
             searched.append(path)
     if not update:
         return job, []

@@ -213,6 +213,10 @@ class UnreadableSweepError(UserError):
         self.reason = reason
 
 
+#: What an unreadable sweep's message names while Tune's files are read.
+TUNE_STATE_READING = "Tune's experiment state or a trial's results: "
+
+
 def read_sweep_status(sweep_uri: str, *, now: float | None = None,
                       stale_after_s: float = DEFAULT_STALE_AFTER_S) -> SweepStatus:
     """The status of the sweep folder ``sweep_uri``; ``UserError`` when it is not one, and
@@ -235,11 +239,7 @@ def read_sweep_status(sweep_uri: str, *, now: float | None = None,
         reading = f"{posixpath.basename(build_summary_uri(sweep_uri))}: "
         summary = (SweepSummary.read(sweep_uri) if path_exists(build_summary_uri(sweep_uri))
                    and not read_resumed_since_summary(sweep_uri) else None)
-        # The file a reader must look at: Tune's state torn by a full disk read as a bare JSON error.
-        torn = read_torn_tune_state(sweep_uri)
-        if torn:
-            raise UnreadableSweepError(sweep_uri, f"Tune's state {torn}")
-        reading = "Tune's experiment state or a trial's results: "
+        reading = TUNE_STATE_READING
         records, timings = read_live_trials(sweep_uri, config)
         reading = ""
         if summary is not None:
@@ -255,6 +255,10 @@ def read_sweep_status(sweep_uri: str, *, now: float | None = None,
     except UserError:
         raise
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        # The file a reader must look at: Tune's state torn by a full disk read as a bare JSON error.
+        torn = read_torn_tune_state(sweep_uri) if reading == TUNE_STATE_READING else None
+        if torn:
+            raise UnreadableSweepError(sweep_uri, f"Tune's state {torn}") from None
         first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), None)
         detail = f" ({first[:300]})" if first else ""
         raise UnreadableSweepError(sweep_uri, f"{reading}{type(exc).__name__}{detail}") from None

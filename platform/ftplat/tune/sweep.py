@@ -218,6 +218,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                                    f"--name {sweep_name}") from None
         raise
     finally:
+        stack.close()
         if trial_runs is not None:
             # Every trial has ended: a sweep in a long-lived process leaves no actor behind. A
             # cluster already gone took it along, and must not hide the sweep's own error.
@@ -225,7 +226,6 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                 ray.kill(trial_runs)
         if started_ray:
             ray.shutdown()
-        stack.close()
     print(format_summary_table(summary), flush=True)
     print(f"Summary: {redact_text(build_summary_uri(sweep_path))}", flush=True)
     if space.algorithm == "optuna":
