@@ -108,7 +108,7 @@ def build_peft_config(peft_cfg: Any, *, task_type: str | None, model: Any, new_w
     if peft_cfg.method == "ia3":
         return peft.IA3Config(feedforward_modules=feedforward, **common)
     return peft.LoraConfig(r=peft_cfg.r, lora_alpha=peft_cfg.lora_alpha, lora_dropout=peft_cfg.lora_dropout,
-                           use_dora=peft_cfg.method == "dora", **common)
+                           use_rslora=peft_cfg.use_rslora, use_dora=peft_cfg.method == "dora", **common)
 
 
 def build_tied_parameter_names(model: Any) -> set[str]:

@@ -52,6 +52,9 @@ def test_ia3_jobs_validate_again_from_their_dumps_and_refuse_lora_fields_the_use
     with pytest.raises(ConfigError, match=r"search.parameters.model.peft.lora_alpha applies to"):
         build_sweep_configs({"model": {"name_or_path": str(tiny_model_dir), "peft": {"method": "ia3"}}},
                             {"parameters": {"model.peft.lora_alpha": {"type": "choice", "values": [8, 16]}}})
+    with pytest.raises(ConfigError, match=r"model.peft.use_rslora applies to"):
+        build_sweep_configs({"model": {"name_or_path": str(tiny_model_dir),
+                                       "peft": {"method": "ia3", "use_rslora": True}}}, {})
 
 
 def test_a_searched_method_keeps_the_lora_fields_for_its_lora_trials(tiny_model_dir):
@@ -126,6 +129,18 @@ def test_adapter_trains_with_the_head_and_the_base_frozen(tiny_model_dir, method
     assert any(("lora_" if method != "ia3" else "ia3_") in n for n in trainable)
     count, total = count_parameters(model)
     assert 0 < count < total / 2
+
+
+@pytest.mark.parametrize("use_rslora", [False, True])
+def test_the_adapter_scales_its_update_as_configured(tiny_model_dir, use_rslora):
+    """lora_alpha / r by default; lora_alpha / sqrt(r) with use_rslora, so a searched rank
+    need not also change the step size."""
+    job = JobConfig.model_validate({"model": {"name_or_path": str(tiny_model_dir), "peft": {
+        "method": "lora", "r": 16, "lora_alpha": 8, "use_rslora": use_rslora}}})
+    model = build_model(job)
+    scalings = {s for m in model.modules() if hasattr(m, "scaling") and isinstance(m.scaling, dict)
+                for s in m.scaling.values()}
+    assert scalings == {2.0 if use_rslora else 0.5}
 
 
 def test_trainable_patterns_still_choose_without_peft(tiny_model_dir):

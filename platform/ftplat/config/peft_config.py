@@ -10,7 +10,7 @@ from pydantic import Field, model_serializer, model_validator
 from ftplat.config.base import StrictModel
 
 #: Fields that only LoRA and DoRA have (IA3 learns scaling vectors, no rank).
-LORA_ONLY_FIELDS = ("r", "lora_alpha", "lora_dropout")
+LORA_ONLY_FIELDS = ("r", "lora_alpha", "lora_dropout", "use_rslora")
 #: The serialization context key that dumps every field of an ia3 adapter too.
 ALL_FIELDS = "all_fields"
 
@@ -24,7 +24,12 @@ class PeftConfig(StrictModel):
     r: int = Field(default=8, ge=1)
     """LoRA/DoRA rank of the update matrices."""
     lora_alpha: float = Field(default=16, gt=0)
-    """LoRA/DoRA scaling: the update is multiplied by lora_alpha / r."""
+    """LoRA/DoRA scaling: the update is multiplied by lora_alpha / r (lora_alpha / sqrt(r) with
+    use_rslora)."""
+    use_rslora: bool = False
+    """Rank-stabilized LoRA (peft's use_rslora): scale the update by lora_alpha / sqrt(r), so a
+    search over r compares ranks at a learning rate that means the same for each; with
+    lora_alpha / r, a fixed lora_alpha shrinks the update as r grows."""
     lora_dropout: float = Field(default=0.05, ge=0, lt=1)
     """Dropout on the adapter's input (LoRA/DoRA)."""
     target_modules: list[str] | Literal["all-linear"] | None = None
