@@ -172,16 +172,6 @@ def build_merged_model(base_model: Any, adapter_dir: str) -> Any:
         return peft.PeftModel.from_pretrained(base_model, adapter_dir).merge_and_unload()
 
 
-def build_adapter_model(base_model: Any, adapter_dir: str) -> Any:
-    """``base_model`` with the adapter of ``adapter_dir`` loaded for inference (not merged)."""
-    import peft
-
-    with quiet_peft_model_warnings():
-        model = peft.PeftModel.from_pretrained(base_model, adapter_dir)
-    model.eval()
-    return model
-
-
 def read_adapter_base(model_dir: str) -> str:
     """The base model an adapter folder was trained on (``base_model_name_or_path``)."""
     with open(os.path.join(model_dir, ADAPTER_CONFIG)) as f:
