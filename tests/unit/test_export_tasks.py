@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ftplat.checkpoints.export import build_model_card, run_export
+from ftplat.checkpoints.card import build_model_card
+from ftplat.checkpoints.export import run_export
 from ftplat.cli.main import main as ftplat_main
 from ftplat.records import SweepSummary
 from ftplat.tasks import TASK_FILE, build_task

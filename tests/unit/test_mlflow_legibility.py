@@ -147,7 +147,7 @@ def test_registered_winner_is_marked_signed_and_pinned(tmp_path):
     import mlflow
     from importlib.metadata import version
 
-    from ftplat.checkpoints.export import run_write_task_file
+    from ftplat.checkpoints.task_file import run_write_task_file
     from ftplat.config.schema import TrackingConfig
     from ftplat.records import SweepSummary
     from ftplat.tracking.report import run_finish_sweep, scoped_tracking_uri

@@ -17,8 +17,7 @@ import pytest
 from huggingface_hub import ModelCard
 from test_export_tasks import REGRESSION_DATA, build_sweep_config, write_sweep
 
-from ftplat.checkpoints.card import build_card_data, build_public_name, build_public_text
-from ftplat.checkpoints.export import build_weights_section
+from ftplat.checkpoints.card import build_card_data, build_public_name, build_public_text, build_weights_section
 from ftplat.cli.main import main as ftplat_main
 from ftplat.records import SweepSummary
 from ftplat.tasks import TASK_FILE, build_task
@@ -211,7 +210,7 @@ def test_export_takes_a_home_relative_path(tmp_path, monkeypatch):
 
 
 def test_class_counts_are_named_after_the_jobs_labels():
-    from ftplat.checkpoints.export import build_role_line
+    from ftplat.checkpoints.card import build_role_line
 
     stats = {"split": "train", "rows": 5, "label_counts": {"0": 2, "1": 3}}
     assert build_role_line("train", stats, {0: "negative", 1: "positive"}) == \

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from tiny_assets import write_tiny_llama
 
-from ftplat.checkpoints.export import build_column_lines
+from ftplat.checkpoints.card import build_column_lines
 from ftplat.config.schema import JobConfig
 from ftplat.data.preparation import build_tokenized_tables
 from ftplat.tasks import build_task

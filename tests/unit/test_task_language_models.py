@@ -516,7 +516,7 @@ def test_the_pyfunc_model_generates_with_params_and_refuses_them_elsewhere(llama
 
 
 def test_model_cards_of_language_models(tmp_path):
-    from ftplat.checkpoints.export import build_model_card
+    from ftplat.checkpoints.card import build_model_card
     from ftplat.records import SweepSummary
 
     ckpt = {"path": str(tmp_path / "train-t1" / "checkpoint-4"), "exists": True, "step": 4, "epoch": 1.0,

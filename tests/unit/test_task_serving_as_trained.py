@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from ftplat.checkpoints.export import build_task_settings
+from ftplat.checkpoints.task_file import build_task_settings
 from ftplat.tasks import TASK_FILE, build_task, build_task_for_model_dir
 from ftplat.tasks.base import IGNORED_LABEL, Examples
 

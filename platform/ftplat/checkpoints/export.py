@@ -1,240 +1,28 @@
-"""Exporting a sweep's winner as a ready Hugging Face model directory with a model card.
+"""Exporting a sweep's winner as a ready Hugging Face model directory with a model card
+(``ftplat.checkpoints.card``), and pushing it to the hub.
 
-Beside the model files, ``ftplat_task.json`` (``ftplat.tasks.TASK_FILE``) names the job's task
-and its settings, so ``ftplat predict`` and the MLflow model serve the export as the task it
-was trained for; the model card asks that task for its description and usage example.
+Beside the model files, ``ftplat_task.json`` (``ftplat.checkpoints.task_file``) names the
+job's task and its settings, so ``ftplat predict`` and the MLflow model serve the export as the
+task it was trained for.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import posixpath
-from types import SimpleNamespace
 from typing import Any
 
-from ftplat.checkpoints.card import build_card_data, build_card_document, build_public_name, build_public_text
+from ftplat.checkpoints.card import build_card_data, build_card_document, build_model_card, build_weights_section
 from ftplat.checkpoints.model_dir import run_write_model_dir
+from ftplat.checkpoints.task_file import build_task_settings, read_sweep_config, run_write_task_file
 from ftplat.config.loading import build_trial_job
-from ftplat.config.data_config import DataConfig
-from ftplat.config.schema import TaskConfig
 from ftplat.errors import UserError
-from ftplat.layout import build_sweep_config_uri, build_train_run_uri
-from ftplat.records import SweepSummary, TrialRecord
-from ftplat.storage import join_uri, path_exists, read_json
-from ftplat.tasks import TASK_FILE, TASKS, Task, build_task
+from ftplat.layout import build_train_run_uri
+from ftplat.records import SweepSummary
+from ftplat.storage import join_uri, path_exists
+from ftplat.tasks import build_task
 
 EXPORT_RECORD = "ftplat_export.json"
-#: The task of a sweep whose config names none (an ftplat from before tasks: IMDB sentiment).
-DEFAULT_TASK = "text-classification"
-#: Settings of the job's ``task`` section that only training uses (the user's metric function).
-TRAINING_ONLY_TASK_KEYS = ("metric_fn", "metric_modes")
-#: How the model card names the columns a job reads (``Task.read_columns``' config fields).
-COLUMN_ROLES = {"text_column": "text", "text_pair_column": "text pair", "tokens_column": "tokens",
-                "label_column": "label", "prompt_column": "prompt", "completion_column": "completion"}
-#: ``data`` defaults of the job config, for sweep configs that leave a column out: every
-#: field of DataConfig, so a task's ``read_columns`` finds each it reads.
-DATA_COLUMN_DEFAULTS = {name: f.get_default(call_default_factory=True) for name, f in DataConfig.model_fields.items()}
-
-
-def read_sweep_config(sweep_uri: str) -> dict[str, Any] | None:
-    """The sweep's ``sweep_config.json`` (``{"job", "search_space"}``), None when it has none."""
-    uri = build_sweep_config_uri(sweep_uri)
-    return read_json(uri) if path_exists(uri) else None
-
-
-def build_task_settings(sweep_config: dict[str, Any] | None, summary: SweepSummary | None = None) -> dict[str, Any]:
-    """What ``ftplat_task.json`` holds: the job's ``task`` section without what only training
-    uses (``metric_fn``, ``metric_modes``) and unset values, plus ``data.max_length``
-    (``max_length``). A sweep config without a task
-    section falls back to the summary's task, then to text-classification (older sweeps)."""
-    job = (sweep_config or {}).get("job") or {}
-    task = job.get("task") or {}
-    # Settings left at their defaults stay out (a dumped config carries every task's).
-    defaults = {name: f.default for name, f in TaskConfig.model_fields.items() if name != "type"}
-    settings = {k: v for k, v in task.items() if k not in TRAINING_ONLY_TASK_KEYS and v is not None
-                and (k not in defaults or v != defaults[k])}
-    max_length = (job.get("data") or {}).get("max_length")
-    if max_length is not None:
-        # Serving reads no more tokens than training and test scoring did (the task decides
-        # where that applies); the tokenizer's own limit is often longer.
-        settings["max_length"] = int(max_length)
-    if not settings.get("type"):
-        settings["type"] = (summary.task if summary is not None and summary.task else DEFAULT_TASK)
-    if settings["type"] not in TASKS:
-        raise UserError(f"the sweep's task.type {settings['type']!r} is not one this ftplat serves "
-                        f"({', '.join(TASKS)}); export it with the ftplat version that ran it")
-    settings.update(TASKS[settings["type"]].build_serving_settings(job.get("data") or {}))
-    if TASKS[settings["type"]].accepts_text_pair and sweep_config is not None:
-        # Serving reads a TAB as a pair separator only for a pair model (a review may hold one).
-        settings["text_pair"] = bool((job.get("data") or {}).get("text_pair_column"))
-    return settings
-
-
-def run_write_task_file(dest: str, settings: dict[str, Any]) -> str:
-    """Write ``ftplat_task.json`` into the model folder ``dest``; return its path."""
-    path = os.path.join(dest, TASK_FILE)
-    with open(path, "w") as f:
-        json.dump(settings, f, indent=2)
-    return path
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return "n/a" if value is None else str(value)
-
-
-def build_column_lines(task: Task, data: dict[str, Any]) -> list[str]:
-    """``text `review`, label `sentiment``` from the columns the task reads of this job."""
-    values = {**DATA_COLUMN_DEFAULTS, **{k: v for k, v in data.items() if k in DATA_COLUMN_DEFAULTS}}
-    try:
-        columns = task.read_columns(SimpleNamespace(**values))
-    except Exception:  # noqa: BLE001 - a card never fails on an odd stored config
-        columns = {k: values[k] for k in ("text_column", "text_pair_column", "label_column") if values[k]}
-    label_columns = [c for field, c in columns.items() if field.startswith("label_columns[")]
-    parts = [f"{COLUMN_ROLES.get(field.split('[')[0], field)} `{column}`" for field, column in columns.items()
-             if not field.startswith("label_columns[")]
-    if label_columns:
-        parts.append("labels " + ", ".join(f"`{c}`" for c in label_columns) + " (one 0/1 column each)")
-    return parts
-
-
-def build_role_line(role: str, stats: dict[str, Any], id2label: dict[Any, str] | None = None) -> str:
-    """One role's split, rows and whatever label statistics its task recorded; class counts
-    by the names of ``model.id2label`` when the job gave them."""
-    name = "eval (selection)" if role == "eval" else role
-    names = {str(k): v for k, v in (id2label or {}).items()}
-    stats = {k: ({names.get(str(c), c): n for c, n in v.items()} if k == "label_counts" and isinstance(v, dict)
-                 else v) for k, v in stats.items()}
-    extras = [f"{k.replace('_', ' ')} {v}" for k, v in stats.items() if k not in ("split", "rows")]
-    return f"- {name}: split `{stats.get('split', '?')}`, {stats.get('rows', '?')} rows" + \
-        "".join(f", {e}" for e in extras)
-
-
-def build_selection_lines(summary: SweepSummary, trial: TrialRecord) -> list[str]:
-    """Where the winner was selected and its score there, beside its test score (or why none)."""
-    metric, scope = summary.objective.metric, summary.scope
-    stats, test = summary.data or {}, summary.test
-    score = summary.winner.score if summary.winner and summary.winner.trial_id == trial.trial_id \
-        else trial.scores.get(scope)
-    ev = stats.get("eval") if isinstance(stats.get("eval"), dict) else None
-    selection = build_public_text(stats["selection"]) if stats.get("selection") else None
-    where = (f"split `{ev.get('split', '?')}` ({ev.get('rows', '?')} rows"
-             + (f"; {selection}" if selection else "") + ")") if ev else \
-        (selection or "the eval split (not recorded in this summary)")
-    ckpt = trial.best_checkpoint
-    best = f"; best checkpoint {summary.metric_for_best_model} = {_fmt(ckpt.value)}" if ckpt else ""
-    lines = [f"- Selected on {where}: {metric}[{scope}] = {_fmt(score)}{best}"]
-    if not test:
-        lines.append("- Test: not recorded (the sweep predates test scoring)")
-    elif test.get("metrics"):
-        shown = ", ".join(f"{k} = {_fmt(v)}" for k, v in test["metrics"].items())
-        lines.append(f"- Test on split `{test.get('split', '?')}` ({test.get('rows', '?')} rows, scored once after "
-                     f"the sweep): {shown}")
-        if test.get("trial_id") not in (None, trial.trial_id):
-            lines.append(f"  (scored for trial {test['trial_id']}, not this one)")
-    elif test.get("skipped"):
-        lines.append(f"- Test: none: {build_public_text(test['skipped'])}")
-    elif test.get("error"):
-        lines.append(f"- Test: failed: {build_public_text(test['error'])}")
-    else:
-        lines.append("- Test: no metrics recorded")
-    return lines
-
-
-def build_model_card(summary: SweepSummary, trial: TrialRecord, sweep_config: dict[str, Any] | None) -> str:
-    """The card's markdown (without its metadata block): every path in it is a hub id or a
-    local folder's name, never the training machine's absolute path."""
-    metric, scope = summary.objective.metric, summary.scope
-    ckpt = trial.best_checkpoint
-    job = (sweep_config or {}).get("job") or {}
-    settings = build_task_settings(sweep_config, summary)
-    task = build_task(settings)
-    weights = (f" Weights: the trial's best checkpoint (`{posixpath.basename(ckpt.path.rstrip('/'))}`, epoch "
-               f"{ckpt.epoch}, {summary.metric_for_best_model} = {ckpt.value}).") if ckpt else ""
-    lines = [
-        f"# {summary.sweep_name}: winner trial {trial.trial_id}",
-        "",
-        f"{task.description} (task `{task.name}`) fine-tuned by ftplat from "
-        f"`{build_public_name((job.get('model') or {}).get('name_or_path', '?'))}`, the winner of sweep "
-        f"`{summary.sweep_name}` under scope `{scope}` ({metric}, {summary.objective.mode}).{weights}",
-        "",
-        "## Selection and test",
-        "",
-        *build_selection_lines(summary, trial),
-        "",
-        "## Score under every scope",
-        "",
-        "| scope | " + metric + " |",
-        "|---|---|",
-        *[f"| {s} | {v} |" for s, v in trial.scores.items()],
-        "",
-        "## Hyperparameters",
-        "",
-        *[f"- `{k}`: {v}" for k, v in trial.hyperparameters.items()],
-        "",
-        "## Data",
-        "",
-    ]
-    data = job.get("data") or {}
-    stats = summary.data or {}
-    source = f"- source: `{build_public_name(data.get('source', '?'))}`"
-    if data.get("config_name"):
-        source += f" (configuration `{data['config_name']}`)"
-    lines.append(source + (f", max_length {data['max_length']}" if data.get("max_length") is not None else ""))
-    lines.append("- columns: " + ", ".join(build_column_lines(task, data)))
-    id2label = (job.get("model") or {}).get("id2label")
-    lines += [build_role_line(role, stats[role], id2label) for role in ("train", "eval", "test")
-              if isinstance(stats.get(role), dict)]
-    if stats.get("selection"):
-        lines.append(f"- selection split: {build_public_text(stats['selection'])}")
-    if settings.get("threshold") is not None:
-        lines.append(f"- threshold: a label is predicted from score {settings['threshold']}")
-    if settings.get("prompt_columns"):
-        names = " and ".join(f"`{c}`" for c in settings["prompt_columns"])
-        lines.append(f"- prompt: the texts of {names}, a blank line apart (empty ones left out); give prompts so "
-                     "(the MLflow model joins a table of those columns itself)")
-    lines += ["", "## Evaluation history", "", "| epoch | step | " + metric + " | eval_loss |", "|---|---|---|---|"]
-    lines += [f"| {r.get('epoch')} | {r.get('step')} | {r.get(metric)} | {r.get('eval_loss')} |" for r in trial.history]
-    lines += ["", "## Versions", "", *[f"- {k}: {v}" for k, v in (summary.versions or {}).items()], ""]
-    pair = " (a sentence pair: `TEXT<TAB>TEXT_PAIR`)" if data.get("text_pair_column") else ""
-    if task.generates_text:
-        defaults = task.generation_defaults
-        pair = (f" (`--max-new-tokens N`, `--temperature T`: {defaults['max_new_tokens']} tokens, "
-                f"{'greedy' if not defaults['temperature'] else 'temperature ' + str(defaults['temperature'])} by default)")
-    usage = task.build_usage_example(text_pair=bool(data.get("text_pair_column")) and task.accepts_text_pair)
-    lines += ["## Use", "", "```python", *usage, "```", "",
-              f"Or `ftplat predict <this directory> TEXT ...`{pair}, which reads `{TASK_FILE}` for the task.", ""]
-    return "\n".join(lines)
-
-
-def build_weights_section(weights: dict[str, Any], auto_model: str) -> str:
-    """The model card's words on a peft sweep's weights: merged, or an adapter and its base
-    (loaded with the task's ``auto_model`` class)."""
-    if weights.get("weights") not in ("merged", "adapter"):
-        return ""
-    peft = weights.get("peft") or {}
-    shown = ", ".join(f"{k} {v}" for k, v in peft.items() if v is not None)
-    base = build_public_name(weights["base_model"])
-    # A local base model is named by its folder: the reader puts their own copy's path there.
-    load_from = base if base == str(weights["base_model"]) else f"<path to {base}>"
-    whole = weights.get("modules_to_save")
-    trained_whole = (f"; {', '.join(f'`{m}`' for m in whole)} trained whole" if whole
-                     else "; every weight outside the adapter is the base model's")
-    lines = ["## Adapter", "", f"Trained as a peft adapter ({shown}) on the frozen base model `{base}`{trained_whole}."]
-    if weights["weights"] == "merged":
-        lines.append("This folder holds the base model with the adapter merged into its weights: it loads with "
-                     "plain `from_pretrained` and needs neither peft nor the base model.")
-    else:
-        lines += ["This folder holds the adapter alone (and the config of the head); loading it needs `peft` and "
-                  f"the base model `{base}`:", "", "```python", "from peft import PeftModel",
-                  f"from transformers import AutoConfig, {auto_model}",
-                  "config = AutoConfig.from_pretrained(\"<this directory>\")",
-                  f"base = {auto_model}.from_pretrained(\"{load_from}\", config=config, ignore_mismatched_sizes=True)",
-                  "model = PeftModel.from_pretrained(base, \"<this directory>\")", "```", "",
-                  "`ftplat predict <this directory>` does this for you."]
-    return "\n".join(["", *lines, ""])
 
 
 def run_export(sweep_uri: str, out_dir: str, *, adapter_only: bool = False) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import os
 import tempfile
 from typing import Any
 
-from ftplat.checkpoints.export import build_task_settings, run_write_task_file
+from ftplat.checkpoints.task_file import build_task_settings, run_write_task_file
 from ftplat.checkpoints.model_dir import run_write_model_dir
 from ftplat.config.loading import build_trial_job
 from ftplat.layout import SUMMARY_FILE, build_sweep_config_uri
