@@ -271,3 +271,19 @@ def test_an_export_records_several_prompt_columns_for_serving():
     assert build_task(settings).settings.prompt_columns == ["instruction", "context"]
     one = {**job, "data": {"prompt_column": "instruction", "completion_column": "response"}}
     assert "prompt_columns" not in build_task_settings({"job": one})
+
+
+def test_a_served_task_defaults_every_setting_as_the_job_config_does():
+    """ftplat_task.json leaves out the settings a job left at their defaults, so serving falls
+    back to TaskSettings' defaults: each must be the job config's (threshold None means 0.5)."""
+    import dataclasses
+
+    from ftplat.config.schema import TaskConfig
+    from ftplat.tasks.values import TaskSettings
+
+    served = {f.name: (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+              for f in dataclasses.fields(TaskSettings) if f.name != "type"}
+    configured = {name: f.get_default(call_default_factory=True) for name, f in TaskConfig.model_fields.items()
+                  if name != "type"}
+    assert set(configured) <= set(served)
+    assert {**configured, "threshold": 0.5} == {name: served[name] for name in configured}
