@@ -14,12 +14,15 @@ from transformers import PrinterCallback, Trainer
 
 from ftplat.config.schema import JobConfig
 from ftplat.train.arguments import build_training_arguments
-from ftplat.train.progress import (ProgressLineCallback, build_eta, format_duration, format_progress_line,
+from ftplat.train.progress import (ProgressLineCallback, build_eta, format_progress_line,
                                    run_replace_printer)
+from ftplat.units import format_bytes, format_duration
 
 
 def test_duration_and_eta():
-    assert [format_duration(s) for s in (0, 9.6, 62, 3725)] == ["0s", "10s", "1m02s", "1h02m"]
+    assert [format_duration(s) for s in (0, 9.6, 62, 3725, None)] == ["0s", "10s", "1m02s", "1h02m", "-"]
+    # One byte spelling for the plan, sweeps show and the summary (the plan's was decimal).
+    assert [format_bytes(n) for n in (512, 3 * 2**20, 1.5 * 2**30)] == ["512 B", "3.0 MiB", "1.5 GiB"]
     assert build_eta(step=40, max_steps=120, start_step=0, elapsed=60.0) == pytest.approx(120.0)
     # After a resume the pace counts only the steps this run made.
     assert build_eta(step=90, max_steps=120, start_step=80, elapsed=20.0) == pytest.approx(60.0)

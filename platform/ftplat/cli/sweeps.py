@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ftplat.errors import EXIT_OK, EXIT_USAGE, UserError
+from ftplat.units import format_bytes, format_duration
 
 
 def build_default_storage() -> str:
@@ -101,22 +102,6 @@ def read_sweep_statuses(root: str, *, now: float, stale_after_s: float) -> list:
         except UserError as exc:  # also a folder whose config went away since it was listed
             statuses.append(UnreadableSweep(name, uri, getattr(exc, "reason", str(exc))))
     return statuses
-
-
-def format_bytes(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
 
 
 def format_value(value: Any) -> str:

@@ -15,17 +15,10 @@ from collections.abc import Callable
 
 from transformers import PrinterCallback, Trainer, TrainerCallback
 
+from ftplat.units import format_duration
+
 #: The train-log keys worth a glance, in this order; the rest stay in MLflow and Tune.
 TRAIN_KEYS = ("loss", "grad_norm", "learning_rate")
-
-
-def format_duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def format_value(value: object) -> str:

@@ -18,6 +18,7 @@ from ftplat.config.loading import build_trial_job
 from ftplat.config.schema import JobConfig
 from ftplat.records import COMPLETED_STATUS, SweepSummary, TrialRecord
 from ftplat.storage import resolve_storage
+from ftplat.units import format_bytes
 
 
 def build_trial_reservation(job: JobConfig, hyperparameters: dict[str, Any]) -> tuple[float, float]:
@@ -100,10 +101,3 @@ def format_sweep_cost_line(summary: SweepSummary) -> str | None:
     return (f"  cost: {cost['cpu_seconds']:,.0f} CPU-s{gpu} reserved by {len(summary.trials)} trial(s) "
             f"({cost['trial_wall_s']:,.0f} s of trials); {format_bytes(cost['storage_bytes'])} in "
             f"{cost['storage_files']:,} files kept in storage{per_trial}")
-
-
-def format_bytes(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"

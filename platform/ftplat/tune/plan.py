@@ -21,6 +21,7 @@ from ftplat.tune.preflight import (build_ephemeral_path_warnings, build_largest_
                                    check_largest_trial_fits, check_sweep_storage, check_trial_fits_this_machine,
                                    select_largest_value)
 from ftplat.tune.spaces import build_max_evaluations, build_scheduler
+from ftplat.units import format_bytes
 
 #: Bytes per parameter: weights as saved (float32), and AdamW's two float32 moments.
 WEIGHT_BYTES = 4
@@ -200,14 +201,6 @@ def build_largest_trial_lines(job: JobConfig, space: SearchSpaceConfig) -> list[
             f"{build_trial_resources_text(largest)}"]
 
 
-def format_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
 def format_storage_text(estimate: dict) -> str:
     if "unknown" in estimate:
         return f"unknown: {estimate['unknown']}"
@@ -282,4 +275,3 @@ def read_cpu_sweep_warning(job: JobConfig, space: SearchSpaceConfig) -> str | No
     if job.model.name_or_path not in KNOWN_PARAMETERS or job.model.peft is not None:
         count = read_parameter_count(job)
     return build_cpu_sweep_warning(job, space, count)
-

@@ -12,8 +12,8 @@ from ray.tune.result import TIME_TOTAL_S
 
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
-from ftplat.tune.accounting import (build_trial_cost, build_trial_reservation, format_bytes,
-                                    format_sweep_cost_line, select_trial_wall)
+from ftplat.tune.accounting import (build_trial_cost, build_trial_reservation, format_sweep_cost_line,
+                                    select_trial_wall)
 from ftplat.layout import (
     build_checkpoint_name,
     build_train_run_uri,
@@ -37,6 +37,7 @@ from ftplat.scoring import (SCOPES, compute_history_stats, is_finite_score, scop
 from ftplat.storage import join_uri, path_exists, read_json
 from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
 from ftplat.tracking.runs import redact_text
+from ftplat.units import format_bytes
 
 
 def _read_train_result(run_uri: str) -> dict | None:
