@@ -34,6 +34,7 @@ from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
 from ftplat.tune.preflight import build_largest_trial_job, check_largest_trial_fits, check_sweep_preflight
 from ftplat.tune.scratch import ScratchCleanupCallback
+from ftplat.tune.shared_storage import check_storage_shared
 from ftplat.tune.spaces import build_param_space, build_scheduler, build_search_alg
 from ftplat.tune.study import (StudyUploadCallback, build_dashboard_command, run_open_study_storage,
                                is_local_storage, run_clear_stale_study, run_download_study)
@@ -166,6 +167,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
     try:
         check_largest_trial_fits(job, space, check_cluster_fits)
         check_writable(job.storage.storage_path)
+        check_storage_shared(job.storage.storage_path)
         run_start_autoscaling_coordinator()
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
