@@ -242,6 +242,29 @@ def test_rayjob_entrypoint_runs_a_valid_sweep(monkeypatch):
         assert fits, f"{name}: no worker group fits a trial ({cpus} CPUs, {gpus} GPUs)"
 
 
+def test_job_recipes_give_ray_job_stop_time_for_the_orderly_stop():
+    """Ray kills a stopped job's driver RAY_JOB_STOP_WAIT_TIME_S after its SIGTERM (3 s by
+    default), before the sweep has saved Tune's state, stopped its trials and marked its MLflow
+    runs KILLED; each recipe that submits a job gives it a minute."""
+    rayjob_env = yaml.safe_load(load_one(RAYJOB)["spec"]["runtimeEnvYAML"])["env_vars"]
+    local_env = load_one(RUNTIME_ENV)["env_vars"]
+    for where, env in (("rayjob-sweep.yaml", rayjob_env), ("local/runtime_env.yaml", local_env)):
+        assert int(env["RAY_JOB_STOP_WAIT_TIME_S"]) >= 60, where
+    for doc in (LAUNCHER, CLUSTER / "README.md"):
+        submits = re.findall(r"--runtime-env-json '([^']*)'", doc.read_text().replace("\n#", "").replace("#  ", ""))
+        assert submits, doc
+        for text in submits:
+            env = json.loads(re.sub(r"\s+", " ", text)).get("env_vars", {})
+            assert int(env.get("RAY_JOB_STOP_WAIT_TIME_S", 0)) >= 60, (doc, text)
+
+
+def test_the_rayjob_tracks_to_a_server_not_the_head_pods_disk():
+    """The RayJob deletes its head pod with the cluster: a sqlite file there would go with it."""
+    argv = shlex.split(load_one(RAYJOB)["spec"]["entrypoint"])
+    tracking = [a.split("=", 1)[1] for a in argv if a.startswith("tracking.tracking_uri=")]
+    assert tracking and tracking[0].startswith(("http://", "https://")), tracking
+
+
 def test_rayjob_runs_in_the_images_project_dir():
     spec = load_one(RAYJOB)["spec"]
     runtime_env = yaml.safe_load(spec["runtimeEnvYAML"])
