@@ -274,6 +274,20 @@ def test_complete_model_folders_pass_the_model_check(tmp_path, tiny_model_dir):
         check_model_dir(ModelConfig(name_or_path=str(tmp_path / "sharded")))
 
 
+def test_a_model_folder_missing_on_a_trials_node_is_named_as_missing(tmp_path):
+    """The driver checked the folder on its node; a worker on another node that lacks it was
+    told "Repo id must be in the form..." and to give a local directory, which the user had."""
+    import socket
+
+    from ftplat.data.tokenizer import build_tokenizer
+    from ftplat.errors import UserError
+
+    with pytest.raises(UserError, match=rf"^model.name_or_path '{tmp_path}/model' does not exist on node "
+                                        rf"{socket.gethostname()} \(trials run on any node of the cluster\); "
+                                        "give a folder at that path on every node"):
+        build_tokenizer(ModelConfig(name_or_path=str(tmp_path / "model")))
+
+
 def test_splits_whose_label_ids_mean_different_classes_are_refused(tmp_path, tiny_model_dir):
     """train a ClassLabel ["pos", "neg"] (mapped to model.id2label), test the same ids written
     through pandas (the feature lost): each split was mapped alone and the test labels came out

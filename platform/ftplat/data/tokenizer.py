@@ -3,6 +3,7 @@ worker hands it to its Trainer (for padding and for saving it with every checkpo
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
@@ -14,6 +15,14 @@ from ftplat.errors import UserError
 
 def build_tokenizer(cfg: ModelConfig) -> PreTrainedTokenizerBase:
     folder = Path(cfg.name_or_path).expanduser()
+    if cfg.name_or_path.startswith(("/", "./", "../", "~")) and not folder.exists():
+        # The sweep driver checked the folder on its own node; a trial's workers may be on
+        # another, where transformers would read the path as a malformed hub id.
+        raise UserError(
+            f"model.name_or_path {cfg.name_or_path!r} does not exist on node {socket.gethostname()} (trials run on "
+            "any node of the cluster); give a folder at that path on every node (a shared mount, or a copy in "
+            "the image), or a hub id"
+        )
     if looks_like_local_path(cfg.name_or_path) and folder.is_dir() and not has_tokenizer_files(folder):
         raise UserError(
             f"model.name_or_path {cfg.name_or_path!r} has no tokenizer files (one of {', '.join(TOKENIZER_FILES)}); "
