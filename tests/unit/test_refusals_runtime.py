@@ -66,6 +66,14 @@ CASES = [
     # tracking
     case("tracking-server-down", ["tracking.enabled=true", f"tracking.tracking_uri=http://ftplat:{SECRET}@127.0.0.1:9"],
          "tracking.tracking_uri 'http://***@127.0.0.1:9' is not usable"),
+    # A local store is not created before every check has passed (MLflow creates it when
+    # opened, and logged two lines doing so), nor under a file.
+    case("tracking-store-left-uncreated", ["tracking.enabled=true",
+                                           "tracking.tracking_uri=sqlite:///{storage}/new-store/mlflow.db",
+                                           "data.text_column=review"], "data.text_column 'review' is not a column"),
+    case("tracking-store-under-a-file", ["tracking.enabled=true",
+                                         "tracking.tracking_uri=sqlite:///{storage}/a-file/mlflow.db"],
+         "tracking.tracking_uri 'sqlite:///"),
     # resources against this machine
     case("more-workers-than-cpus", ["resources.num_workers=10000"],
          "resources.num_workers x resources.cpus_per_worker: a trial's 10000 workers"),
@@ -113,6 +121,7 @@ ALSO = {
     "resume-torn-state": ["experiment_state-2026-01-01_00-00-00.json cannot be read (JSONDecodeError",
                           "driver_artifacts/"],
     "tracking-server-down": ["tracking.enabled=false"],
+    "tracking-store-under-a-file": ["a-file/mlflow.db' cannot be created", "a-file' is not a folder"],
 }
 
 
@@ -313,26 +322,39 @@ def test_an_interrupted_sweep_is_not_closed_as_a_finished_one(monkeypatch, capsy
     from ftplat.cli.sweep import main
     from ftplat.errors import SweepInterrupted
     from ftplat.tune import sweep
-    from ftplat.tune.console import check_sweep_ended
+    from ftplat.tune.console import build_resume_args, check_sweep_ended
 
     def trial(tid, status):
         t = Trial("fn", trial_id=tid, stub=True)
         t.set_status(status)
         return t
 
-    check_sweep_ended([trial("a", Trial.TERMINATED), trial("b", Trial.ERROR)], "s")  # ended: no error
+    storage = str(tmp_path / "storage")
+    check_sweep_ended([trial("a", Trial.TERMINATED), trial("b", Trial.ERROR)], "s", 2, storage)  # ended: no error
     with pytest.raises(SweepInterrupted, match=r"sweep s was interrupted with 2 trial\(s\) not ended \(c, d\).*"
                                                r"--resume --name s"):
-        check_sweep_ended([trial("a", Trial.TERMINATED), trial("c", Trial.RUNNING), trial("d", Trial.PENDING)], "s")
+        check_sweep_ended([trial("a", Trial.TERMINATED), trial("c", Trial.RUNNING), trial("d", Trial.PENDING)], "s",
+                          3, storage)
+    # Stopped between two trials: every trial made so far ended, and the sweep closed as
+    # finished (test score, registration, a summary that --resume refuses).
+    with pytest.raises(SweepInterrupted, match=r"^sweep s was interrupted with 1 of its 2 trials not started; its "
+                                               r"state is saved: continue it with --resume --name s"):
+        check_sweep_ended([trial("a", Trial.TERMINATED)], "s", 2, storage)
+    with pytest.raises(SweepInterrupted, match=r"with 1 trial\(s\) not ended \(c\) and 2 of its 4 trials not "):
+        check_sweep_ended([trial("a", Trial.TERMINATED), trial("c", Trial.RUNNING)], "s", 4, storage)
 
     def interrupted(job, space, resume):
-        check_sweep_ended([trial("c", Trial.RUNNING)], "s")
+        check_sweep_ended([trial("c", Trial.RUNNING)], "s", 1, job.storage.storage_path)
 
     monkeypatch.setattr(sweep, "run_sweep", interrupted)
-    assert main(["--storage", str(tmp_path / "storage")]) == 130
+    monkeypatch.chdir(tmp_path)
+    assert main(["--storage", "./storage"]) == 130
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    # The command that continues it works from any directory: the storage as resolved here.
     assert lines == ["error: sweep s was interrupted with 1 trial(s) not ended (c); its state is saved: continue it "
-                     "with --resume --name s (no test score, final retention or registered model yet)"]
+                     f"with --resume --name s --storage {storage} (no test score, final retention or registered "
+                     "model yet)"]
+    assert build_resume_args("a b", "s3://key:secret@bucket/x") == "--resume --name 'a b' --storage 's3://***@bucket/x'"
 
 
 def test_ctrl_c_after_the_trials_reaches_the_sweep_again(monkeypatch):

@@ -145,9 +145,35 @@ def run_probe(uri: str) -> None:
         build_client(uri).search_experiments(max_results=1)
 
 
+def read_new_local_store(uri: str) -> str | None:
+    """The file or folder of a local tracking store (``sqlite:///``, ``file:``, a bare path)
+    that does not exist yet, else None."""
+    if uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):].split("?", 1)[0]
+    elif uri.startswith("file:") or "://" not in uri:
+        path = uri[len("file://"):] if uri.startswith("file://") else uri.removeprefix("file:")
+    else:
+        return None
+    path = os.path.abspath(os.path.expanduser(path))
+    return None if os.path.exists(path) else path
+
+
 def check_tracking_reachable(cfg: TrackingConfig) -> str:
-    """Fail fast (``UserError`` naming the field) when the tracking server cannot be used."""
+    """Fail fast (``UserError`` naming the field) when the tracking server cannot be used. A
+    local store that does not exist yet is not opened (MLflow would create it, and a sweep
+    refused by a later check must leave nothing written): its nearest existing folder must be
+    one this process can write in."""
     uri = resolve_tracking_uri(cfg)
+    new = read_new_local_store(uri)
+    if new is not None:
+        parent = os.path.dirname(new)
+        while not os.path.exists(parent) and os.path.dirname(parent) != parent:
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+            raise UserError(f"tracking.tracking_uri {redact_text(uri)!r} cannot be created: {parent!r} is not a "
+                            "folder this process can write in; give a writable path, a tracking server, or set "
+                            "tracking.enabled=false")
+        return uri
     try:
         run_probe(uri)
     except Exception as exc:  # MLflow raises many types for an unusable store

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shlex
 import signal
 import threading
 
@@ -15,6 +17,7 @@ from ftplat.errors import SweepInterrupted
 from ftplat.layout import read_trial_finished
 from ftplat.ray_internals import read_trial_error
 from ftplat.records import OBJECTIVE_KEY
+from ftplat.storage import mask_uri_credentials
 
 logger = logging.getLogger("ftplat.tune.sweep")  # the sweep's own lines, under the name users filter on
 
@@ -64,16 +67,31 @@ class TrialEndLogCallback(tune.Callback):
         logger.info("Trial %s failed after %s: %s", trial.trial_id, self._so_far(trial), why)
 
 
-def check_sweep_ended(trials: list, sweep_name: str) -> None:
-    """Raise ``SweepInterrupted`` when a trial has not ended. On Ctrl-C Tune saves its state and
-    returns from ``fit()`` as if the sweep were done; scoring the test split, retention's final
-    pass and registering a winner then would act on a sweep ``--resume`` is to continue."""
+def build_resume_args(sweep_name: str, storage_path: str) -> str:
+    """``--resume --name NAME --storage STORAGE``: what continues the sweep from any directory
+    (a relative storage path as this driver resolved it; URI credentials masked)."""
+    if "://" not in storage_path:
+        storage_path = os.path.abspath(os.path.expanduser(storage_path))
+    return f"--resume --name {shlex.quote(sweep_name)} --storage {shlex.quote(mask_uri_credentials(storage_path))}"
+
+
+def check_sweep_ended(trials: list, sweep_name: str, num_samples: int, storage_path: str) -> None:
+    """Raise ``SweepInterrupted`` when a trial has not ended, or the search has not made all
+    ``num_samples`` trials. On Ctrl-C Tune saves its state and returns from ``fit()`` as if
+    the sweep were done; scoring the test split, retention's final pass and registering a
+    winner then would act on a sweep ``--resume`` is to continue. A stop between two trials
+    leaves every trial made so far ended: only the count tells (nothing else ends a search
+    early: no stopper, no fail_fast, and neither searcher runs out)."""
     unfinished = [t.trial_id for t in trials if t.status not in ("TERMINATED", "ERROR")]
-    if unfinished:
+    missing = max(num_samples - len(trials), 0)
+    if unfinished or missing:
+        parts = [f"{len(unfinished)} trial(s) not ended ({', '.join(unfinished[:5])}"
+                 f"{', ...' if len(unfinished) > 5 else ''})"] if unfinished else []
+        parts += [f"{missing} of its {num_samples} trials not started"] if missing else []
         raise SweepInterrupted(
-            f"sweep {sweep_name} was interrupted with {len(unfinished)} trial(s) not ended "
-            f"({', '.join(unfinished[:5])}{', ...' if len(unfinished) > 5 else ''}); its state is saved: continue "
-            f"it with --resume --name {sweep_name} (no test score, final retention or registered model yet)")
+            f"sweep {sweep_name} was interrupted with {' and '.join(parts)}; its state is saved: continue "
+            f"it with {build_resume_args(sweep_name, storage_path)} (no test score, final retention or registered "
+            "model yet)")
 
 
 @contextlib.contextmanager

@@ -28,8 +28,8 @@ from ftplat.tracking.report import run_finish_sweep
 from ftplat.tracking.runs import format_error, redact_config, redact_text, run_end_parent, run_start_parent
 from ftplat.tracking.trial_runs import run_start_trial_runs_actor
 from ftplat.tune.accounting import build_sweep_cost, read_folder_bytes
-from ftplat.tune.console import (TUNE_FIT_ENV, TrialEndLogCallback, build_progress_reporter, check_sweep_ended,
-                                 sigterm_as_ctrl_c)
+from ftplat.tune.console import (TUNE_FIT_ENV, TrialEndLogCallback, build_progress_reporter, build_resume_args,
+                                 check_sweep_ended, sigterm_as_ctrl_c)
 from ftplat.tune.live_retention import LiveRetentionCallback
 from ftplat.tune.placement_groups import PlacementGroupCleanupCallback
 from ftplat.tune.preflight import build_largest_trial_job, check_largest_trial_fits, check_sweep_preflight
@@ -193,7 +193,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         logger.info("Sweep %s: %d trials, storage %s", sweep_name, space.num_samples, redact_text(sweep_path))
         grid = run_fit(tuner)
         analysis = tune.ExperimentAnalysis(grid.experiment_path, storage_filesystem=grid.filesystem)
-        check_sweep_ended(analysis.trials, sweep_name)
+        check_sweep_ended(analysis.trials, sweep_name, space.num_samples, job.storage.storage_path)
         summary = read_sweep_summary(
             analysis,
             sweep_name=sweep_name,
@@ -216,8 +216,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
                            else "FAILED")
         if isinstance(exc, KeyboardInterrupt):  # outside fit: the trials' state is saved, the end is not
             raise SweepInterrupted(f"sweep {sweep_name} was interrupted (Ctrl-C) before its end (the test score, "
-                                   "retention's final pass, the registered model); continue it with --resume "
-                                   f"--name {sweep_name}") from None
+                                   "retention's final pass, the registered model); continue it with "
+                                   f"{build_resume_args(sweep_name, job.storage.storage_path)}") from None
         raise
     finally:
         stack.close()
