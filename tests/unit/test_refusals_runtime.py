@@ -11,6 +11,7 @@ reads its recorded outcome.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -93,6 +94,7 @@ CASES = [
     sweeps_case("resume-torn-state", ["--resume", "--name", "torn"], "--resume: sweep 'torn'"),
     case("resume-without-name", ["--resume"], "--resume needs the sweep's name"),
     sweeps_case("name-taken", ["--name", "only-config"], "storage.sweep_name 'only-config' already exists"),
+    sweeps_case("name-of-a-finished-sweep", ["--name", "finished"], "storage.sweep_name 'finished' already exists"),
     # the command line: overrides anywhere, argparse's errors in one line
     case("override-between-options", ["--model", "{model}", "data.max_length=4", "--dataset", "{data}",
                                       "tracking.enabled=false", "--storage", NEW_ROOT, "--name", "late"],
@@ -121,6 +123,9 @@ ALSO = {
     "resume-torn-state": ["experiment_state-2026-01-01_00-00-00.json cannot be read (JSONDecodeError",
                           "driver_artifacts/"],
     "tracking-server-down": ["tracking.enabled=false"],
+    "name-taken": ["pass --resume to continue it"],
+    # --resume would be refused: a finished sweep has nothing to continue
+    "name-of-a-finished-sweep": ["it has finished: choose another storage.sweep_name"],
     "tracking-store-under-a-file": ["a-file/mlflow.db' cannot be created", "a-file' is not a folder"],
 }
 
@@ -152,6 +157,12 @@ def outcomes(tmp_path_factory, tiny_model_dir, sentiment_data_dir):
     (storage / "torn" / "tuner.pkl").write_bytes(b"")
     (storage / "torn" / "experiment_state-2026-01-01_00-00-00.json").write_text('{"trial_data": [["{\\"trial_id')
     (storage / "a-file").write_text("not a folder")
+    (storage / "finished").mkdir()
+    (storage / "finished" / "sweep_config.json").write_text("{}")
+    (storage / "finished" / "summary.json").write_text(json.dumps({
+        "sweep_name": "finished", "sweep_path": str(storage / "finished"), "scope": "last",
+        "objective": {"metric": "eval_accuracy", "mode": "max"}, "metric_for_best_model": "eval_accuracy",
+        "trials": [{"trial_id": "a", "status": "TERMINATED", "hyperparameters": {}, "scores": {}, "history": []}]}))
     fill = {"storage": str(storage), "model": str(tiny_model_dir), "data": str(sentiment_data_dir), "tmp": str(tmp),
             "gpus_plus_one": str(read_gpu_count() + 1)}
     return run_battery(CASES, storage=storage, fill=fill, workers=3)

@@ -80,9 +80,11 @@ def check_sweep_storage(job: JobConfig, sweep_name: str, *, resume: bool) -> str
     shown = mask_uri_credentials(storage)
     exists = path_exists(build_sweep_config_uri(sweep_path))
     if exists and not resume:
+        done = is_sweep_finished(sweep_path)
         raise UserError(
-            f"storage.sweep_name {sweep_name!r} already exists under {shown}; "
-            "pass --resume to continue it, or choose another storage.sweep_name"
+            f"storage.sweep_name {sweep_name!r} already exists under {shown}"
+            + ("; it has finished: choose another storage.sweep_name (`ftplat sweeps show` shows it)" if done else
+               "; pass --resume to continue it, or choose another storage.sweep_name")
         )
     if resume and not exists:
         raise UserError(f"--resume: no sweep {sweep_name!r} under {shown} to resume; check --name and --storage")
@@ -106,17 +108,22 @@ def check_sweep_storage(job: JobConfig, sweep_name: str, *, resume: bool) -> str
     return sweep_path
 
 
-def check_sweep_not_finished(sweep_path: str, sweep_name: str, shown: str) -> None:
-    """Refuse to resume a sweep whose summary says every trial ended without failing: Tune
-    would run nothing, and the end of the sweep (test score, registered model) would run a
+def is_sweep_finished(sweep_path: str) -> bool:
+    """Whether the sweep's summary says every trial ended without failing: Tune would run
+    nothing on a resume, and the end of the sweep (test score, registered model) would run a
     second time. One with failed trials may be resumed: Tune runs those again."""
     if not path_exists(build_summary_uri(sweep_path)):
-        return
+        return False
     try:
         summary = SweepSummary.read(sweep_path)
     except (OSError, ValueError):
-        return  # an unreadable summary is no proof the sweep ended: let Tune's state decide
-    if summary.trials and all(t.status == "TERMINATED" for t in summary.trials):
+        return False  # an unreadable summary is no proof the sweep ended: let Tune's state decide
+    return bool(summary.trials) and all(t.status == "TERMINATED" for t in summary.trials)
+
+
+def check_sweep_not_finished(sweep_path: str, sweep_name: str, shown: str) -> None:
+    """Refuse to resume a finished sweep (``is_sweep_finished``)."""
+    if is_sweep_finished(sweep_path):
         raise UserError(f"--resume: sweep {sweep_name!r} under {shown} has finished (summary.json: every trial ended, "
                         "none failed), so there is nothing to resume; `ftplat sweeps show` shows it, `ftplat export` "
                         "exports its winner")
