@@ -24,6 +24,16 @@ class ConfigError(UserError):
     """A user error in a config file or a ``key=value`` override."""
 
 
+class UnreadableSweepError(UserError):
+    """A sweep folder holding a file that cannot be read (cut short by a copy still being
+    written or a full disk, not what ftplat writes, or refused by storage); ``reason`` says
+    which file and why."""
+
+    def __init__(self, sweep_uri: str, reason: str):
+        super().__init__(f"SWEEP {sweep_uri!r} cannot be read: {reason}")
+        self.reason = reason
+
+
 class SweepInterrupted(FtplatError):
     """The sweep stopped before its trials ended (Ctrl-C: Tune saves its state and returns);
     ``--resume`` continues it. Nothing that belongs to a finished sweep has been done."""

@@ -13,10 +13,11 @@ task (``eval_accuracy``, ``eval_loss``, ...); the keys every row has are named b
 from __future__ import annotations
 
 import math
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from ftplat.errors import UserError
+from ftplat.errors import UnreadableSweepError, UserError
 from ftplat.layout import build_summary_uri
 from ftplat.storage import path_exists, read_json, write_json
 
@@ -267,7 +268,12 @@ class SweepSummary:
         uri = build_summary_uri(sweep_uri)
         if not path_exists(uri):
             raise UserError(f"SWEEP {sweep_uri!r} has no summary.json: not a finished ftplat sweep folder")
-        return cls.from_dict(read_json(uri))
+        try:
+            return cls.from_dict(read_json(uri))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # cut short, or not ftplat's
+            first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), None)
+            raise UnreadableSweepError(sweep_uri, f"{posixpath.basename(uri)}: {type(exc).__name__}"
+                                       + (f" ({first[:300]})" if first else "")) from None
 
     def write(self) -> str:
         """Write ``summary.json`` into the sweep folder; return its URI."""

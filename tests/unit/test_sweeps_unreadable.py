@@ -76,6 +76,18 @@ def test_a_cut_short_summary_makes_the_sweep_unreadable_not_the_listing(tmp_path
     assert len(err.splitlines()) == 1
 
 
+def test_every_command_reading_a_cut_short_summary_says_so_in_one_line(tmp_path, capsys):
+    """export and checkpoints gc printed a JSONDecodeError traceback (exit 1); reproduce said
+    "the sweep failed" though nothing ran."""
+    done = write_sweep(tmp_path, "done", RUNNING_SWEEP[:2])
+    (done / "summary.json").write_text('{"sweep_name": "done", "trials": [')
+    for argv in (["export", str(done), str(tmp_path / "out")], ["checkpoints", "gc", str(done), "--dry-run"],
+                 ["reproduce", str(done)]):
+        code, out, err = run(capsys, *argv)
+        assert (code, len(err.splitlines())) == (2, 1), (argv, err)
+        assert err.startswith(f"error: SWEEP {str(done)!r} cannot be read: summary.json: JSONDecodeError"), argv
+
+
 def test_a_torn_experiment_state_is_named(tmp_path, capsys):
     """A full disk tore Tune's state: the listing said a bare JSONDecodeError, naming no file."""
     torn = write_sweep(tmp_path, "torn", RUNNING_SWEEP)

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from ftplat.checkpoints.gc import read_resumed_since_summary
-from ftplat.errors import UserError
+from ftplat.errors import UnreadableSweepError, UserError
 from ftplat.layout import build_summary_uri, build_sweep_config_uri
 from ftplat.ray_internals import read_torn_tune_state
 from ftplat.records import SweepSummary, TrialRecord, clean_value
@@ -203,14 +203,6 @@ def read_storage_usage(sweep_uri: str, attempts: int = 3) -> StorageUsage:
     times = {i.path: i.mtime.timestamp() for i in files if i.mtime is not None}
     return StorageUsage(bytes=sum(i.size or 0 for i in files), files=len(files),
                         last_change=max(times.values(), default=None), started_at=times.get(config_path))
-
-
-class UnreadableSweepError(UserError):
-    """A sweep folder holding a file that cannot be read; ``reason`` says which and why."""
-
-    def __init__(self, sweep_uri: str, reason: str):
-        super().__init__(f"SWEEP {sweep_uri!r} cannot be read: {reason}")
-        self.reason = reason
 
 
 #: What an unreadable sweep's message names while Tune's files are read.
