@@ -88,6 +88,19 @@ def test_every_command_reading_a_cut_short_summary_says_so_in_one_line(tmp_path,
         assert err.startswith(f"error: SWEEP {str(done)!r} cannot be read: summary.json: JSONDecodeError"), argv
 
 
+def test_a_renamed_sweep_is_listed_by_its_folder_which_show_finds(tmp_path, capsys):
+    """A copy under another name was listed by the name it ran under, which `sweeps show` then
+    could not find."""
+    import shutil
+
+    write_sweep(tmp_path, "done", RUNNING_SWEEP[:2])
+    shutil.copytree(tmp_path / "done", tmp_path / "renamed")
+    code, out, _ = run(capsys, "sweeps", "list", str(tmp_path), "--json")
+    assert code == 0 and [s["name"] for s in json.loads(out)["sweeps"]] == ["done", "renamed"]
+    code, out, err = run(capsys, "sweeps", "show", "renamed", "--storage", str(tmp_path))
+    assert code == 0 and err == "" and "renamed" in out
+
+
 def test_a_torn_experiment_state_is_named(tmp_path, capsys):
     """A full disk tore Tune's state: the listing said a bare JSONDecodeError, naming no file."""
     torn = write_sweep(tmp_path, "torn", RUNNING_SWEEP)

@@ -241,7 +241,9 @@ def read_sweep_status(sweep_uri: str, *, now: float | None = None,
                 known = timings.get(rec.trial_id) or TrialTiming(
                     time_total_s=(rec.train_result or {}).get("train_runtime"))
                 timings[rec.trial_id] = dataclasses.replace(known, completed=rec.train_result is not None)
-        name = config["job"]["storage"].get("sweep_name") or posixpath.basename(sweep_uri.rstrip("/"))
+        # The folder's name, which `sweeps show NAME --storage ROOT` finds (a copied or renamed
+        # sweep keeps the name it ran under in its config).
+        name = posixpath.basename(sweep_uri.rstrip("/"))
         return build_sweep_status(name=name, path=sweep_uri, config=config, records=records, timings=timings,
                                   usage=usage, summary=summary, now=now, stale_after_s=stale_after_s)
     except UserError:
