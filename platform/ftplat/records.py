@@ -193,6 +193,10 @@ class SweepSummary:
     test: dict[str, Any] | None = None
     #: The trials' compute-seconds summed and the sweep folder's bytes after retention.
     cost: dict[str, Any] | None = None
+    #: The name of Tune's newest experiment-state file as the summary was written: a --resume
+    #: saves under a new name, so a later one says the summary is stale (mtimes, which said it
+    #: before, do not survive a copy of the folder).
+    tune_state_file: str | None = None
 
     @property
     def status_counts(self) -> dict[str, int]:
@@ -233,6 +237,7 @@ class SweepSummary:
             "task": self.task,
             "test": self.test,
             "cost": self.cost,
+            "tune_state_file": self.tune_state_file,
         }
 
     @classmethod
@@ -258,6 +263,7 @@ class SweepSummary:
             retention_error=data.get("retention_error"),
             tracking_error=data.get("tracking_error"),
             task=data.get("task"),
+            tune_state_file=data.get("tune_state_file"),
             test=data.get("test"),
             cost=data.get("cost"),
         )

@@ -36,6 +36,8 @@ def test_summary_is_complete(sweep):
     assert summary["num_trials"] == 4 and summary["status_counts"] == {"TERMINATED": 4}
     assert summary["scope"] == "last" and summary["objective"] == {"metric": "eval_accuracy", "mode": "max"}
     assert summary["data"]["train"]["rows"] == 2048 and summary["versions"]["ray"].startswith("2.60")
+    # The state file Tune saved last, which a copy of the folder keeps (its mtimes it does not).
+    assert summary["tune_state_file"] == sorted(p.name for p in sweep_dir.glob("experiment_state-*.json"))[-1]
     params = set(space.parameters)
     for trial in summary["trials"]:
         assert set(trial["hyperparameters"]) == params

@@ -90,3 +90,19 @@ def test_limits_the_config_refuses_are_refused(resumed, capsys, flag, value):
     err = capsys.readouterr().err
     assert err.startswith(f"error: {flag} must be") and len(err.strip().splitlines()) == 1
     assert {str(p) for p in resumed.rglob("*")} == before
+
+
+def test_a_copied_sweep_whose_summary_names_its_state_file_is_not_taken_for_resumed(resumed, capsys):
+    """`cp -r` gives every file a new mtime in directory order: the state file came out newer
+    than the summary, and gc deferred forever (sweeps show said "running"). The summary names
+    the state file it followed; a resume saves under a new name."""
+    from ftplat.checkpoints.gc import read_resumed_since_summary
+
+    write_experiment_state(resumed, newer_than_summary=True)
+    summary = json.loads((resumed / "summary.json").read_text())
+    (resumed / "summary.json").write_text(json.dumps({**summary, "tune_state_file":
+                                                      "experiment_state-2026-11-29_10-00-00.json"}))
+    write_experiment_state(resumed, newer_than_summary=True)  # the copy's order: state after summary
+    assert not read_resumed_since_summary(str(resumed))
+    (resumed / "experiment_state-2026-11-29_11-00-00.json").write_text("{}")  # a --resume saved
+    assert read_resumed_since_summary(str(resumed))

@@ -53,9 +53,9 @@ from ftplat.checkpoints.strip import run_strip_checkpoint
 from ftplat.errors import UserError
 from ftplat.layout import build_summary_uri, parse_checkpoint_step, parse_train_run_name
 from ftplat.ray_internals import (SNAPSHOT_FILE, build_pruned_snapshot, read_experiment_state_mtime,
-                                  select_snapshot_names)
+                                  read_newest_experiment_state, select_snapshot_names)
 from ftplat.records import CHECKPOINT_NAME_KEY, COMPLETED_STATUS, SweepSummary, TrialRecord
-from ftplat.storage import join_uri, resolve_storage, run_write_text_atomically
+from ftplat.storage import join_uri, read_json, resolve_storage, run_write_text_atomically
 
 KEEP, DELETE, DEFER, PRUNE_SNAPSHOT, STRIP_STATE = "keep", "delete", "defer", "prune-snapshot", "strip-state"
 
@@ -230,13 +230,22 @@ def read_resumed_since_summary(sweep_uri: str) -> bool:
     """Whether Tune saved the sweep's experiment state after ``summary.json`` was written.
 
     A sweep writes its summary after Tune's last save; a ``--resume`` saves again within
-    seconds of its start. The summary then knows neither the resumed trials' new checkpoints
-    nor that they run: planned from it, gc would treat a running trial as finished and delete
-    its uploads and its restore point.
+    seconds of its start, under a new file name. The summary then knows neither the resumed
+    trials' new checkpoints nor that they run: planned from it, gc would treat a running trial
+    as finished and delete its uploads and its restore point. The summary names the state file
+    it followed; one that does not (older sweeps) is compared by modification times.
     """
     fs, summary_path = resolve_storage(build_summary_uri(sweep_uri))
+    root = posixpath.dirname(summary_path)
+    try:
+        followed = read_json(build_summary_uri(sweep_uri)).get("tune_state_file")
+    except (OSError, ValueError, AttributeError):
+        followed = None
+    if followed:
+        newest = read_newest_experiment_state(fs, root)
+        return newest is not None and posixpath.basename(newest) != followed
     summary_info = fs.get_file_info(summary_path)
-    state = read_experiment_state_mtime(fs, posixpath.dirname(summary_path))
+    state = read_experiment_state_mtime(fs, root)
     return state is not None and summary_info.mtime is not None and state > summary_info.mtime.timestamp()
 
 

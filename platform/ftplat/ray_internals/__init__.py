@@ -90,6 +90,7 @@ from ftplat.ray_internals.tune_trials import (  # noqa: F401
     TUNE_RESULT_FILE,
     read_experiment_state_mtime,
     read_missing_tune_state,
+    read_newest_experiment_state,
     read_torn_tune_state,
     read_trial_error,
     read_trial_result_rows,

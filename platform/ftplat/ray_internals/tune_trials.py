@@ -51,13 +51,19 @@ def read_torn_tune_state(sweep_path: str) -> str | None:
     return None
 
 
+def read_newest_experiment_state(fs: pafs.FileSystem, sweep_path: str) -> str | None:
+    """The path of the sweep's newest experiment-state file (Tune names each run's by its start
+    time), None when it has none."""
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+
+    return _find_newest_experiment_checkpoint(sweep_path, fs=fs)
+
+
 def read_experiment_state_mtime(fs: pafs.FileSystem, sweep_path: str) -> float | None:
     """When Tune last saved the experiment state of the sweep at ``sweep_path`` (in ``fs``),
     in POSIX seconds; None when it has none. A running sweep saves it every 10 s or so and
     whenever a trial starts or ends, and once more as ``fit`` returns; nothing writes it after."""
-    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
-
-    newest = _find_newest_experiment_checkpoint(sweep_path, fs=fs)
+    newest = read_newest_experiment_state(fs, sweep_path)
     if newest is None:
         return None
     mtime = fs.get_file_info(newest).mtime

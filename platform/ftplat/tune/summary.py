@@ -19,7 +19,7 @@ from ftplat.layout import (
     build_train_run_uri,
     build_trial_result_uri,
 )
-from ftplat.ray_internals import read_trial_error, sort_trials_by_creation
+from ftplat.ray_internals import read_newest_experiment_state, read_trial_error, sort_trials_by_creation
 from ftplat.records import (
     CHECKPOINT_NAME_KEY,
     COMPLETED_STATUS,
@@ -34,7 +34,7 @@ from ftplat.records import (
 )
 from ftplat.scoring import (SCOPES, compute_history_stats, is_finite_score, scope_score, select_best,
                              select_hf_best)
-from ftplat.storage import join_uri, path_exists, read_json
+from ftplat.storage import join_uri, path_exists, read_json, resolve_storage
 from ftplat.tune.run_history import read_trainer_state_evals, read_trial_history_file
 from ftplat.tracking.runs import redact_text
 from ftplat.units import format_bytes
@@ -157,8 +157,16 @@ def read_sweep_summary(
         winners_by_scope=winners,
         trials=trials,
         task=job.task.type,
+        tune_state_file=read_tune_state_name(sweep_path),
         **details,
     )
+
+
+def read_tune_state_name(sweep_path: str) -> str | None:
+    """The name of the experiment-state file Tune saved last (``SweepSummary.tune_state_file``)."""
+    fs, root = resolve_storage(sweep_path)
+    newest = read_newest_experiment_state(fs, root)
+    return posixpath.basename(newest) if newest else None
 
 
 def _fmt(value: Any) -> str:
