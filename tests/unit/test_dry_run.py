@@ -150,6 +150,23 @@ def test_the_embedded_default_on_cpus_is_warned_about_even_offline():
     assert CPU_PROFILE in warning and "--dry-run" in warning and "resources.use_gpu is false" in warning
 
 
+def test_the_warning_suggests_the_tasks_own_cpu_recipe():
+    """A masked-lm job was told to use the IMDB classification profile."""
+    from ftplat.tune.plan import CPU_RECIPES
+
+    for task, recipe in CPU_RECIPES.items():
+        assert all((REPO / path).is_file() for path in recipe)
+        loaded, _ = load_sweep_configs(REPO / recipe[0], REPO / recipe[1], [])
+        assert loaded.task.type == task
+    big = {"model": {"name_or_path": "bert-base-uncased"}, "data": {"source": "stanfordnlp/imdb"}}
+    masked = JobConfig.model_validate({**big, "task": {"type": "masked-lm"}})
+    warning = build_cpu_sweep_warning(masked, SearchSpaceConfig(), ParameterCount(unknown="offline"))
+    assert "--config jobs/configs/masked_lm_imdb_unsup_cpu.yaml" in warning and CPU_PROFILE not in warning
+    regression = JobConfig.model_validate({**big, "task": {"type": "regression"}})
+    warning = build_cpu_sweep_warning(regression, SearchSpaceConfig(), ParameterCount(unknown="offline"))
+    assert "shrink it (a smaller model.name_or_path" in warning and "--config" not in warning
+
+
 def test_a_gpu_job_is_not_warned_about():
     job = JobConfig.model_validate({"resources": {"use_gpu": True}})
     assert build_cpu_sweep_warning(job, SearchSpaceConfig(), ParameterCount()) is None

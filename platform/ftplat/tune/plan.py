@@ -35,6 +35,10 @@ GPU_SIZED_WORK = 1e15
 KNOWN_PARAMETERS = {"bert-base-uncased": 109_482_240}
 KNOWN_TRAIN_ROWS = {"stanfordnlp/imdb": 25_000}
 CPU_PROFILE = "jobs/configs/imdb_cpu.yaml"
+#: The shipped CPU-sized recipe of a task, the warning's suggestion (job config, search space).
+CPU_RECIPES = {"text-classification": (CPU_PROFILE, "search_spaces/imdb_cpu.yaml"),
+               "masked-lm": ("jobs/configs/masked_lm_imdb_unsup_cpu.yaml",
+                             "search_spaces/masked_lm_imdb_unsup_cpu.yaml")}
 
 
 @dataclass(frozen=True)
@@ -261,10 +265,12 @@ def build_cpu_sweep_warning(job: JobConfig, space: SearchSpaceConfig, count: Par
     tokens = build_trained_tokens(job, space)
     if parameters is None or tokens is None or tokens * parameters < GPU_SIZED_WORK:
         return None
+    recipe = CPU_RECIPES.get(job.task.type)
+    fix = (f"use --config {recipe[0]} --search-space {recipe[1]}" if recipe else
+           "shrink it (a smaller model.name_or_path, data.train_size, data.max_length, search.num_samples)")
     return (f"this sweep is GPU-sized ({space.num_samples} trials, about {tokens:,} trained tokens x "
             f"{parameters:,} trained parameters) but resources.use_gpu is false: on CPUs it would take many "
-            f"hours; on a CPU machine use --config {CPU_PROFILE} --search-space search_spaces/imdb_cpu.yaml, "
-            "and see what a sweep would do first with --dry-run")
+            f"hours; on a CPU machine {fix}, and see what a sweep would do first with --dry-run")
 
 
 def read_cpu_sweep_warning(job: JobConfig, space: SearchSpaceConfig) -> str | None:
