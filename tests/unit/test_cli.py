@@ -68,6 +68,26 @@ def test_console_script_lists_commands(capsys):
     assert ftplat_main(["nope"]) == 2
 
 
+@pytest.mark.parametrize("argv, names", [
+    (["export", "a", "b", "--bogus"], "unrecognized arguments: --bogus"),
+    (["export", "a", "b", "--private"], "--private needs --push-to-hub"),
+    (["predict"], "model_dir"),
+    (["checkpoints", "gc", "a", "--bogus"], "unrecognized arguments: --bogus"),
+    (["sweeps", "show"], "sweep"),
+    (["sweeps", "list", "--bogus"], "unrecognized arguments: --bogus"),
+    (["ds-estimate", "--model", "m"], "--num-gpus"),
+    (["reproduce"], "the following arguments are required: SWEEP; "),
+])
+def test_every_command_refuses_a_bad_command_line_in_one_line(argv, names, capsys):
+    """Only ``ftplat sweep`` and ``reproduce`` did; the others printed argparse's usage lines
+    first, and reproduce named its optional key=value overrides as required."""
+    with pytest.raises(SystemExit) as exit_:
+        ftplat_main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and names in err and "--help' for the options" in err
+
+
 def test_version(capsys):
     import ftplat
 

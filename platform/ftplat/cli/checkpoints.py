@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ftplat.cli.parsing import OneLineErrorParser
 from ftplat.errors import EXIT_OK, EXIT_USAGE, UserError
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Manage a sweep's checkpoints in storage.")
+    p = OneLineErrorParser(prog=prog, description="Manage a sweep's checkpoints in storage.")
     sub = p.add_subparsers(dest="action", required=True)
     gc = sub.add_parser("gc", help="delete the checkpoints the retention policy does not keep")
     gc.add_argument("sweep", help="the sweep folder: <storage_path>/<sweep_name> (local path or s3://)")

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
+from ftplat.cli.parsing import OneLineErrorParser
 from ftplat.errors import EXIT_USAGE, UserError
 from ftplat.tasks import TASK_NAMES
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat ds-estimate") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Print DeepSpeed's estimate of the memory that the model "
-                                "states (parameters, gradients, Adam states) need per GPU and per node under "
-                                "ZeRO-2 and ZeRO-3, with and without offload. Activations, temporary buffers "
-                                "and the CUDA context come on top.")
+    p = OneLineErrorParser(prog=prog, description="Print DeepSpeed's estimate of the memory that the model "
+                           "states (parameters, gradients, Adam states) need per GPU and per node under "
+                           "ZeRO-2 and ZeRO-3, with and without offload. Activations, temporary buffers "
+                           "and the CUDA context come on top.")
     p.add_argument("--model", required=True, help="hub id or local model directory (only its config is read)")
     p.add_argument("--task", default="text-classification", choices=TASK_NAMES,
                    help="the job's task.type: its model class decides the head counted (default text-classification)")

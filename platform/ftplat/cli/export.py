@@ -7,10 +7,10 @@ unreachable, or auth refused): the error line gives the command that pushes it l
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 
+from ftplat.cli.parsing import OneLineErrorParser
 from ftplat.errors import EXIT_FAILURE, EXIT_USAGE, UserError
 
 WEIGHT_WORDS = {"merged": " (adapter merged into its base model)",
@@ -18,8 +18,8 @@ WEIGHT_WORDS = {"merged": " (adapter merged into its base model)",
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat export") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Export a finished sweep's winner (its best checkpoint) "
-                                "as a model directory with a model card and its task (ftplat_task.json).")
+    p = OneLineErrorParser(prog=prog, description="Export a finished sweep's winner (its best checkpoint) "
+                           "as a model directory with a model card and its task (ftplat_task.json).")
     p.add_argument("sweep", help="the sweep folder: <storage_path>/<sweep_name> (local path or s3://)")
     p.add_argument("out_dir", help="a new or empty folder")
     p.add_argument("--adapter-only", action="store_true",

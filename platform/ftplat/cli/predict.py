@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Any, Iterable
 
+from ftplat.cli.parsing import OneLineErrorParser
 from ftplat.errors import EXIT_USAGE, UserError
 from ftplat.tasks.values import GENERATION_LEAST
 from ftplat.tasks.values import build_generation_options as build_task_generation_options
@@ -164,9 +165,9 @@ def run_predict_cli(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None, *, prog: str = "ftplat predict") -> int:
-    p = argparse.ArgumentParser(prog=prog, description="Predict with an exported model, whatever its task "
-                                "(labels and scores, labels above a threshold, values, entities, the words for a "
-                                "mask token, or generated text).")
+    p = OneLineErrorParser(prog=prog, description="Predict with an exported model, whatever its task "
+                           "(labels and scores, labels above a threshold, values, entities, the words for a "
+                           "mask token, or generated text).")
     p.add_argument("model_dir", help="a model directory (ftplat export, or any HF model of an ftplat task)")
     p.add_argument("texts", nargs="*", help="texts to predict on (a blank one is refused); TEXT<TAB>TEXT_PAIR for a "
                    "sentence pair")

@@ -12,14 +12,16 @@ logger = logging.getLogger(__name__)
 
 
 def build_parser(prog: str):
-    from ftplat.cli.sweep import OneLineErrorParser
+    from ftplat.cli.parsing import OneLineErrorParser
 
     p = OneLineErrorParser(
         prog=prog,
         description="Run one trial of a finished sweep again (its config, searched values and seed, as "
                     "recorded) as a one-trial sweep beside it, and compare its objective at every "
                     "evaluation with the original's. Exit 0 when they match, 1 when not.")
-    p.add_argument("sweep", metavar="SWEEP", help="a sweep name under --storage, or a sweep folder path or URI")
+    # Optional to argparse only: with the optional overrides after it, argparse's message for
+    # a missing SWEEP named key=value as required too.
+    p.add_argument("sweep", metavar="SWEEP", nargs="?", help="a sweep name under --storage, or a sweep folder path or URI")
     p.add_argument("--trial", metavar="ID", help="the trial to run again (default: the winner)")
     p.add_argument("--storage", help="where a bare SWEEP name is looked up (default: the job config's default)")
     p.add_argument("--name", help="the new sweep's name (default: <sweep>-reproduce-<trial>)")
@@ -35,7 +37,10 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat reproduce") -> in
     from ftplat.cli.sweep import configure_logging, format_failure, format_sweep_failures
     from ftplat.cli.sweeps import build_default_storage, build_sweep_uri
 
-    args = build_parser(prog).parse_intermixed_args(argv)
+    parser = build_parser(prog)
+    args = parser.parse_intermixed_args(argv)
+    if args.sweep is None:
+        parser.error("the following arguments are required: SWEEP")
     configure_logging()
     try:
         from ftplat.tune.reproduce import (DEFAULT_TOLERANCE, build_reproduce_configs, compare_trials,

@@ -12,6 +12,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ftplat.cli.parsing import OneLineErrorParser
 from ftplat.config.loading import build_literal_override, load_sweep_configs
 from ftplat.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, SweepInterrupted, UserError
 
@@ -30,14 +31,6 @@ search.scope=last-5-avg). Without --config / --search-space the embedded default
 the IMDB recipe (bert-base-uncased, stanfordnlp/imdb, len 160, batch 16, 3 epochs) and a
 search over learning rate, warmup and weight decay.
 """
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but a bad command line is refused like any bad input: one ``error:`` line
-    naming the argument, exit code 2 (argparse's own usage line would be a second)."""
-
-    def error(self, message: str):
-        self.exit(EXIT_USAGE, f"error: {message}; run '{self.prog} --help' for the options\n")
 
 
 def build_parser(prog: str = "ftplat sweep") -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ftplat.cli.parsing import OneLineErrorParser
 from ftplat.errors import EXIT_OK, EXIT_USAGE, UserError
 from ftplat.units import format_bytes, format_duration
 
@@ -165,7 +166,7 @@ def format_sweep_list(statuses: list, now: float) -> str:
 def build_parser(prog: str) -> argparse.ArgumentParser:
     from ftplat.tune.status import DEFAULT_STALE_AFTER_S
 
-    p = argparse.ArgumentParser(prog=prog, description="How far sweeps are, read from storage (no Ray connection).")
+    p = OneLineErrorParser(prog=prog, description="How far sweeps are, read from storage (no Ray connection).")
     sub = p.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="one line per sweep under a storage root")
     ls.add_argument("storage", nargs="?", help="the storage root (local path or s3://; default: the job default, "

@@ -151,7 +151,7 @@ class SearchSpaceConfig(StrictModel):
     """A sweep: what varies, what is optimised, and how many trials run."""
 
     parameters: dict[str, Param] = Field(default_factory=_default_parameters)
-    """``{dotted.job.path: distribution}``; default: training.learning_rate loguniform [1e-5, 1e-4], training.warmup_steps uniform [0, 0.2] (a ratio), training.weight_decay uniform [0, 0.1]. Only fields each trial applies itself: training.* (not metric_for_best_model, greater_is_better, save_total_limit), model.peft.*, model.trainable_patterns, task.mlm_probability, resources.num_workers, use_gpu, cpus_per_worker, gpus_per_worker, max_failures."""
+    """``{dotted.job.path: distribution}``; default: training.learning_rate loguniform [1e-5, 1e-4], training.warmup_steps uniform [0, 0.2] (a ratio), training.weight_decay uniform [0, 0.1]. Only fields each trial applies itself: training.* (not metric_for_best_model, greater_is_better, save_total_limit), model.peft.*, model.trainable_patterns, model.config_overrides.* (a key the job sets), task.mlm_probability, resources.num_workers, use_gpu, cpus_per_worker, gpus_per_worker, max_failures."""
     objective: ObjectiveConfig = ObjectiveConfig()
     scope: Scope = "last"
     """How a trial's evaluations become one score: its last, the mean of all, of the last 5
