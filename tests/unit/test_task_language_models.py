@@ -292,6 +292,31 @@ def test_mlm_collator_masks_only_real_tokens_and_labels_only_those(bert_tokenize
     assert ((batch["input_ids"] != original) <= labelled).all()  # only labelled positions changed
 
 
+def test_an_evaluation_table_is_masked_once_and_the_collator_keeps_its_masks(bert_tokenizer):
+    from ftplat.data.compact import build_compact_table
+
+    task = build_task({"type": "masked-lm", "mlm_probability": 0.3})
+    rows = [bert_tokenizer(" ".join(WORDS[i % 7:i % 7 + 3 + i % 5]))["input_ids"] for i in range(40)]
+    table = build_compact_table({"input_ids": rows, "attention_mask": [[1] * len(r) for r in rows]})
+    masked = task.build_evaluation_table(table, bert_tokenizer, seed=7)
+    assert masked.equals(task.build_evaluation_table(table, bert_tokenizer, seed=7))
+    assert not masked.equals(task.build_evaluation_table(table, bert_tokenizer, seed=8))
+    ids, labels = masked.column("input_ids").to_pylist(), masked.column("labels").to_pylist()
+    special = set(bert_tokenizer.all_special_ids)
+    assert [len(r) for r in ids] == [len(r) for r in labels] == [len(r) for r in rows]
+    chosen = [(o, i, l) for orig, new, lab in zip(rows, ids, labels) for o, i, l in zip(orig, new, lab)]
+    assert all(l == X for o, i, l in chosen if o in special)  # special tokens are never masked
+    assert all(l in (X, o) and (i == o or l == o) for o, i, l in chosen)  # only labelled positions change
+    assert 0.15 < sum(l != X for _, _, l in chosen) / sum(o not in special for o, _, _ in chosen) < 0.45
+    # The collator pads a masked table's rows and their labels, masking nothing more.
+    collator = task.build_collator(bert_tokenizer)
+    features = masked.slice(0, 8).to_pylist()
+    batch = collator(features)
+    assert torch.equal(batch["input_ids"], collator(features)["input_ids"])
+    width = batch["input_ids"].shape[1]
+    assert batch["labels"].tolist() == [f["labels"] + [X] * (width - len(f["labels"])) for f in features]
+
+
 # --- metrics -------------------------------------------------------------------------------
 def test_token_accuracy_masked_and_shifted():
     preds = np.array([[5, 6, 7, 8], [1, 2, 3, -100]])
@@ -391,6 +416,12 @@ def test_data_preparation_and_a_training_epoch(kind, mlm_dir, llama_dirs, tmp_pa
         by_row = trainer.evaluate()
         assert by_row["eval_perplexity"] == pytest.approx(metrics["eval_perplexity"], rel=1e-4)
         assert by_row["eval_loss"] != pytest.approx(metrics["eval_loss"], rel=1e-4)
+    else:
+        # The eval table is masked once per trial: another evaluation, at any batch size, scores
+        # the same tokens (each evaluation drew new masks, and the noise chose the best checkpoint).
+        assert trainer.evaluate()["eval_loss"] == pytest.approx(metrics["eval_loss"], rel=1e-6)
+        trainer.args.per_device_eval_batch_size = 1
+        assert trainer.evaluate()["eval_perplexity"] == pytest.approx(metrics["eval_perplexity"], rel=1e-4)
 
 
 def test_an_mlm_model_seeds_a_text_classification_model(mlm_dir):

@@ -170,6 +170,12 @@ class Task:
 
         return DataCollatorWithPadding(tokenizer)
 
+    def build_evaluation_table(self, table: Any, tokenizer: Any, *, seed: int) -> Any:
+        """The tokenized eval (or test) table as every evaluation of a trial reads it. A task
+        whose collator draws at random (masked-lm's masks) draws here once, seeded, so each
+        evaluation scores the same thing; the others' tables are final already."""
+        return table
+
     # --- model ---------------------------------------------------------------------------
     def build_model_kwargs(self, model: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"num_labels": model.num_labels}

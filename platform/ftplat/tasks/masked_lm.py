@@ -3,9 +3,11 @@
 The texts of ``data.text_column`` are tokenized with their special tokens, concatenated and
 cut into ``data.max_length`` blocks (``task.line_by_line: true``: one truncated sequence per
 text). The tables hold no labels: ``DataCollatorForLanguageModeling`` masks
-``task.mlm_probability`` of each batch's tokens (80% become the mask token, 10% a random
-token, 10% stay) and labels those positions only, in training and evaluation alike. Accuracy
-is over the masked tokens, perplexity is exp of their mean NLL (language_model.py).
+``task.mlm_probability`` of each training batch's tokens (80% become the mask token, 10% a
+random token, 10% stay) and labels those positions only. The eval and test tables are masked
+the same way once per trial, seeded by ``training.seed`` (``mlm_masking.py``), so every
+evaluation scores the same tokens. Accuracy is over the masked tokens, perplexity is exp of
+their mean NLL (language_model.py).
 
 An exported model is a plain Hugging Face folder with its MLM head: ``predict`` fills in the
 mask token, and ``model.name_or_path`` of a later classification sweep starts from it (the
@@ -69,9 +71,16 @@ class MaskedLM(LanguageModelTask):
         return group_into_blocks({k: encoded[k] for k in MODEL_INPUTS if k in encoded}, data.max_length)
 
     def build_collator(self, tokenizer: Any) -> Any:
-        from transformers import DataCollatorForLanguageModeling
+        from ftplat.tasks.mlm_masking import MaskOnceCollator
 
-        return DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=self.settings.mlm_probability)
+        return MaskOnceCollator(tokenizer, mlm=True, mlm_probability=self.settings.mlm_probability)
+
+    def build_evaluation_table(self, table: Any, tokenizer: Any, *, seed: int) -> Any:
+        """Masked once, seeded: every evaluation of the trial scores the same tokens
+        (``ftplat.tasks.mlm_masking``)."""
+        from ftplat.tasks.mlm_masking import build_masked_table
+
+        return build_masked_table(table, tokenizer, mlm_probability=self.settings.mlm_probability, seed=seed)
 
     # --- serving -------------------------------------------------------------------------
     def run_complete_export(self, out_dir: str, job: dict[str, Any]) -> None:

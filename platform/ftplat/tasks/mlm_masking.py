@@ -1,0 +1,81 @@
+"""masked-lm's masks: drawn for every training batch (run_mlm.py's dynamic masking), drawn
+once for an evaluation table.
+
+``DataCollatorForLanguageModeling`` masks each batch it collates, evaluation batches included,
+with the process's random state: each evaluation of a checkpoint then scored other tokens, and
+the noise chose best checkpoints and scope scores (two checkpoints' perplexities swapped order
+from one draw to the next). Here an evaluation table is masked once, seeded (the trial's
+``training.seed``, at its ``task.mlm_probability``), and keeps its labels; the collator masks
+only rows that come without labels (training's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from transformers import DataCollatorForLanguageModeling
+
+from ftplat.data.compact import build_chunked_table
+from ftplat.tasks.base import IGNORED_LABEL
+
+#: Rows masked at a time (padded to the longest of them).
+MASK_ROWS = 1024
+
+
+class MaskOnceCollator(DataCollatorForLanguageModeling):
+    """Masks the batches whose rows have no labels; pads those that bring their own (an
+    evaluation table masked once) with the labels padded as ignored."""
+
+    def torch_call(self, examples: list[Any]) -> dict[str, Any]:
+        if not examples or not isinstance(examples[0], dict) or "labels" not in examples[0]:
+            return super().torch_call(examples)
+        import torch
+
+        labels = [list(e["labels"]) for e in examples]
+        batch = self.tokenizer.pad([{k: v for k, v in e.items() if k != "labels"} for e in examples],
+                                   return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of)
+        width = batch["input_ids"].shape[1]
+        left = self.tokenizer.padding_side == "left"
+        padded = [([IGNORED_LABEL] * (width - len(row)) + row) if left else (row + [IGNORED_LABEL] * (width - len(row)))
+                  for row in labels]
+        batch["labels"] = torch.tensor(padded, dtype=torch.long)
+        return batch
+
+
+class TableRows:
+    """An Arrow table as ``build_chunked_table`` takes examples: ``len`` and ``select``."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def select(self, idx: Any) -> list[dict[str, Any]]:
+        return self.table.take(pa.array(idx)).to_pylist()
+
+
+def build_masked_table(table: pa.Table, tokenizer: Any, *, mlm_probability: float, seed: int) -> pa.Table:
+    """``table`` with its ``input_ids`` masked as training masks them and a ``labels`` column
+    (the original ids at masked positions, ignored elsewhere), the same for the same seed;
+    ``MASK_ROWS`` rows at a time, each chunk compact at once (``data/compact.py``)."""
+    if table.num_rows == 0:
+        return table
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=mlm_probability, seed=seed)
+    left = tokenizer.padding_side == "left"
+
+    def mask(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+        batch = collator([dict(r) for r in rows])
+        width = batch["input_ids"].shape[1]
+        columns: dict[str, list[Any]] = {name: [] for name in [*table.column_names, "labels"]}
+        for i, row in enumerate(rows):
+            # The collator pads to the longest row: each row keeps its own positions.
+            n = len(row["input_ids"])
+            keep = slice(width - n, None) if left else slice(0, n)
+            for name in table.column_names:
+                columns[name].append(batch["input_ids"][i, keep].tolist() if name == "input_ids" else row[name])
+            columns["labels"].append(batch["labels"][i, keep].tolist())
+        return columns
+
+    return build_chunked_table(mask, TableRows(table), chunk_rows=MASK_ROWS)
