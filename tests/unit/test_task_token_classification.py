@@ -209,6 +209,30 @@ def test_tokenize_pads_and_truncates_with_ignored_labels(tokenizer):
     assert columns["attention_mask"][1] == [1, 1, 1, 0, 0, 0, 0, 0]
 
 
+def test_words_data_max_length_cuts_off_are_counted_and_warned_about(tokenizer, caplog):
+    """Their entities were neither found nor missed: F1 described the first max_length tokens
+    of each row, silently."""
+    import logging
+
+    from ftplat.data.compact import build_compact_table
+
+    task = make_task()
+    words = ["John", "Washington", "lives", "in", "Paris", "Mary", "Smith"]
+    examples = Examples({"tokens": [words, ["Paris"]]},
+                        tag_rows([B_PER, B_LOC, O, O, B_LOC, B_PER, I_PER], [B_LOC]))
+    data = DataConfig(label_column="ner_tags", max_length=8)
+    table = build_compact_table(task.tokenize(tokenizer, examples, data))
+    with caplog.at_level(logging.WARNING):
+        counts = task.run_table_checks(examples, table, "eval", data)
+    # paris, mary, smith are cut: two entities (Paris, Mary Smith)
+    assert counts == {"rows_cut": 1, "words_cut": 3, "entities_cut": 2}
+    assert ("data.max_length 8 cuts 1 of the eval split's 2 rows: 3 words and 2 entities past it are not scored"
+            in caplog.text)
+    wide = DataConfig(label_column="ner_tags", max_length=32)
+    assert task.run_table_checks(examples, build_compact_table(task.tokenize(tokenizer, examples, wide)), "eval",
+                                 wide) == {}
+
+
 def test_tokenize_refuses_a_slow_tokenizer_naming_the_model(tmp_path):
     from transformers import BertJapaneseTokenizer
 

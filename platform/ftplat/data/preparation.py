@@ -276,7 +276,8 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
         # A line per table: tokenizing all of IMDB is a minute, without progress bars.
         logger.info("Tokenizing %d %s rows (split %r)", len(ex), role, split)
         tables[role] = build_task_table(task, tokenizer, ex, data)
-        stats[role] = build_role_stats(ex, task, split, tables[role])
+        stats[role] = {**build_role_stats(ex, task, split, tables[role]), **task.run_table_checks(ex, tables[role],
+                                                                                                  role, data)}
     stats["seconds"] = round(time.perf_counter() - start, 2)
     logger.info("Tokenized %s in %.1fs; trials are selected on %s",
                 ", ".join(f"{stats[r]['rows']} {r}" + (f" ({stats[r]['sequences']} sequences)"

@@ -147,6 +147,11 @@ class Task:
     #: Each row's tokens depend on that row alone, so a split can be tokenized in chunks.
     tokenizes_rows = True
 
+    def run_table_checks(self, examples: Examples, table: Any, role: str, data: Any) -> dict[str, Any]:
+        """What tokenizing a split (``role``) into ``table`` lost, as entries of its summary
+        stats, each logged as a warning; nothing for a task that loses nothing it scores."""
+        return {}
+
     def tokenize(self, tokenizer: Any, examples: Examples, data: Any) -> dict[str, list[Any]]:
         """Model input columns plus ``labels`` for one split (plain lists: they become Arrow)."""
         pair = examples.inputs.get("text_pair")

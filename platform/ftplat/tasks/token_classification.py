@@ -16,6 +16,7 @@ builds labels or the model, or from :meth:`TokenClassification.bind_model`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,9 @@ import numpy as np
 from ftplat.errors import UserError
 from ftplat.tasks.base import IGNORED_LABEL, Task, column_list, is_missing_value
 from ftplat.tasks.text_classification import build_class_ids
-from ftplat.tasks.word_tokens import build_window_overlap, run_add_prefix_space
+from ftplat.tasks.word_tokens import build_truncation_counts, build_window_overlap, run_add_prefix_space
+
+logger = logging.getLogger(__name__)
 
 #: Tag prefixes seqeval's default mode reads (IOB1/IOB2/IOBES); ``O`` is outside any entity.
 TAG_PREFIXES = ("B", "I", "E", "S")
@@ -203,6 +206,18 @@ class TokenClassification(Task):
             aligned.append(row)
         columns["labels"] = aligned
         return columns
+
+    def run_table_checks(self, examples: Any, table: Any, role: str, data: Any) -> dict[str, Any]:
+        """Words past data.max_length are neither trained nor scored: their entities count
+        neither as found nor as missed (serving tags them, in windows)."""
+        counts = build_truncation_counts(examples.inputs["tokens"], examples.labels, table, IGNORED_LABEL, self.id2label)
+        if not counts["rows_cut"]:
+            return {}
+        entities = f" and {counts['entities_cut']} entities" if "entities_cut" in counts else ""
+        logger.warning("data.max_length %d cuts %d of the %s split's %d rows: %d words%s past it are not %s; raise "
+                       "data.max_length", data.max_length, counts["rows_cut"], role, len(examples), counts["words_cut"],
+                       entities, "trained" if role == "train" else "scored (precision, recall and F1 leave them out)")
+        return counts
 
     def prepare_tokenizer(self, tokenizer: Any) -> Any:
         """A byte-level BPE tokenizer (RoBERTa, Longformer, GPT-2, BLOOM, DeBERTa) encodes a word
