@@ -4,7 +4,8 @@ functions that build paths from them. Nothing else spells these names.
 ::
 
     {storage_path}/{sweep_name}/                 the sweep folder (Tune's experiment folder too)
-        sweep_config.json                        the job config and search space it started with
+        sweep_config.json                        the job config and search space it started with, and
+                                                 its tokenized data's fingerprints
         summary.json                             trials, scores, winner (written when it ends)
         mlflow_runs.json                         the MLflow parent run, so --resume reopens it
         train-{trial_id}/                        one Ray Train run per trial
@@ -24,6 +25,8 @@ from ftplat.storage import join_uri, path_exists
 
 SUMMARY_FILE = "summary.json"
 SWEEP_CONFIG_FILE = "sweep_config.json"
+#: The key of ``sweep_config.json`` holding each tokenized split's rows and hash.
+DATA_FINGERPRINTS = "data_fingerprints"
 TRACKING_FILE = "mlflow_runs.json"
 TRIAL_RESULT_FILE = "trial_result.json"
 TRIAL_HISTORY_FILE = "history.json"

@@ -57,3 +57,17 @@ def test_the_collator_turns_narrow_columns_into_int64_tensors(tiny_model_dir):
         [{k: v for k, v in row.items() if k != "score"} for row in dataset])
     assert batch["input_ids"].dtype == batch["labels"].dtype == torch.int64
     assert batch["input_ids"].tolist() == tokenize(examples)["input_ids"]
+
+
+def test_a_tables_fingerprint_follows_its_data_not_its_chunking():
+    from ftplat.data.compact import build_table_fingerprint
+
+    table = build_compact_table({"input_ids": [[1, 2, 3], [4, 5], [6]], "label": [0, 1, 0], "score": [0.5, 1.0, 2.0]})
+    rechunked = pa.concat_tables([table.slice(0, 1), table.slice(1, 2)])
+    assert build_table_fingerprint(rechunked) == build_table_fingerprint(table)
+    assert build_table_fingerprint(table)["rows"] == 3
+    moved = build_compact_table({"input_ids": [[1, 2], [3, 4, 5], [6]], "label": [0, 1, 0], "score": [0.5, 1.0, 2.0]})
+    relabelled = build_compact_table({"input_ids": [[1, 2, 3], [4, 5], [6]], "label": [0, 1, 1],
+                                      "score": [0.5, 1.0, 2.0]})
+    fingerprints = {build_table_fingerprint(t)["blake2b"] for t in (table, moved, relabelled)}
+    assert len(fingerprints) == 3

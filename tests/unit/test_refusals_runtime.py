@@ -92,6 +92,10 @@ CASES = [
     sweeps_case("resume-before-first-trial", ["--resume", "--name", "tuner-only"], "--resume: sweep 'tuner-only'"),
     # A full disk tore Tune's state: Tune would start afresh over it, with trials of no values
     sweeps_case("resume-torn-state", ["--resume", "--name", "torn"], "--resume: sweep 'torn'"),
+    # Its data changed under the same source (a file rewritten): the winner would be chosen
+    # across two validation sets
+    sweeps_case("resume-on-other-data", ["--resume", "--name", "other-data"],
+                "--resume: sweep 'other-data' ran on other data: the tokenized eval (3 -> "),
     case("resume-without-name", ["--resume"], "--resume needs the sweep's name"),
     sweeps_case("name-taken", ["--name", "only-config"], "storage.sweep_name 'only-config' already exists"),
     sweeps_case("name-of-a-finished-sweep", ["--name", "finished"], "storage.sweep_name 'finished' already exists"),
@@ -157,6 +161,19 @@ def outcomes(tmp_path_factory, tiny_model_dir, sentiment_data_dir):
     (storage / "torn" / "tuner.pkl").write_bytes(b"")
     (storage / "torn" / "experiment_state-2026-01-01_00-00-00.json").write_text('{"trial_data": [["{\\"trial_id')
     (storage / "a-file").write_text("not a folder")
+    # A sweep stopped after Tune saved its state, started on a smaller eval split than the
+    # data now holds (the job it recorded is the one the case gives, so only the data differ).
+    from ftplat.config.loading import load_sweep_configs
+
+    job, space = load_sweep_configs(None, None, [
+        f"model.name_or_path={tiny_model_dir}", f"data.source={sentiment_data_dir}", f"storage.storage_path={storage}",
+        "tracking.enabled=false", "storage.sweep_name=other-data"])
+    (storage / "other-data").mkdir()
+    (storage / "other-data" / "sweep_config.json").write_text(json.dumps({
+        "job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json"),
+        "data_fingerprints": {"eval": {"rows": 3, "blake2b": "0" * 32}}}))
+    (storage / "other-data" / "tuner.pkl").write_bytes(b"")
+    (storage / "other-data" / "experiment_state-2026-01-01_00-00-00.json").write_text('{"trial_data": []}')
     (storage / "finished").mkdir()
     (storage / "finished" / "sweep_config.json").write_text("{}")
     (storage / "finished" / "summary.json").write_text(json.dumps({

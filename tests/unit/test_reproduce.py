@@ -107,3 +107,28 @@ def test_cli_refuses_a_folder_that_is_no_sweep_and_an_unended_sweep(tmp_path, ca
     assert "has no summary.json yet: reproduce a trial once its sweep has ended" in capsys.readouterr().err
     assert ftplat_main(["reproduce", str(tmp_path), "--tolerance", "-1"]) == 2
     assert "--tolerance -1.0: must be >= 0" in capsys.readouterr().err
+
+
+def test_the_comparison_names_data_that_changed_under_the_same_source(tmp_path, capsys, monkeypatch):
+    """A source rewritten (or a hub dataset updated) since the sweep: "did NOT match" alone
+    sent the user looking at library versions."""
+    import ftplat.tune.plan
+    import ftplat.tune.sweep
+
+    values = {LR: 1e-4, "training.warmup_steps": 0.1, WD: 0.01}
+    original = summary([trial("t1", values, [0.5, 0.6])], winner="t1")
+    original.data = {"fingerprints": {"train": {"rows": 40, "blake2b": "a"}, "eval": {"rows": 5, "blake2b": "b"}}}
+    write_json(str(tmp_path / "sweep_config.json"), recorded_config())
+    original.sweep_path = str(tmp_path)
+    original.write()
+
+    def rerun(job, space):
+        again = summary([trial("r1", values, [0.5, 0.7])])
+        again.data = {"fingerprints": {"train": {"rows": 40, "blake2b": "a"}, "eval": {"rows": 6, "blake2b": "c"}}}
+        return again
+
+    monkeypatch.setattr(ftplat.tune.plan, "check_dry_run", lambda job, space, *, resume: None)
+    monkeypatch.setattr(ftplat.tune.sweep, "run_sweep", rerun)
+    assert ftplat_main(["reproduce", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "did NOT match" in out and "  the tokenized data differ from the original's: eval (5 -> 6 rows)" in out

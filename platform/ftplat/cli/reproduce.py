@@ -77,6 +77,12 @@ def main(argv: list[str] | None = None, *, prog: str = "ftplat reproduce") -> in
     if not summary.trials:
         return EXIT_FAILURE
     comparison = compare_trials(trial, summary.trials[0], original.objective.metric, tolerance)
-    print("\n".join(format_comparison(comparison, trial_id=trial.trial_id, sweep_name=original.sweep_name,
-                                      new_sweep=new_name)), flush=True)
+    lines = format_comparison(comparison, trial_id=trial.trial_id, sweep_name=original.sweep_name, new_sweep=new_name)
+    from ftplat.tune.preflight import build_data_changes
+
+    changed_data = build_data_changes((original.data or {}).get("fingerprints"), (summary.data or {}).get("fingerprints"))
+    if changed_data:
+        # The source changed under its name (a file rewritten, a hub dataset updated).
+        lines.append(f"  the tokenized data differ from the original's: {', '.join(changed_data)}")
+    print("\n".join(lines), flush=True)
     return EXIT_OK if comparison.matched else EXIT_FAILURE

@@ -62,6 +62,31 @@ def build_chunked_table(tokenize: Callable[[Any], dict[str, list[Any]]], example
     return pa.concat_tables([c.cast(schema) for c in chunks])
 
 
+def build_table_fingerprint(table: pa.Table) -> dict[str, Any]:
+    """The table's rows and a hash of its columns (blake2b of each column's type, values and
+    row lengths, whatever its chunking): two tables of the same tokenized data share it."""
+    import hashlib
+
+    import numpy as np
+
+    def values_bytes(array: pa.Array) -> bytes:
+        if pa.types.is_integer(array.type) or pa.types.is_floating(array.type):
+            return np.asarray(array.fill_null(0)).tobytes()
+        return "\x00".join(map(str, array.to_pylist())).encode()
+
+    digest = hashlib.blake2b(digest_size=16)
+    for name in sorted(table.column_names):
+        column = table.column(name)
+        values, lengths = hashlib.blake2b(digest_size=16), hashlib.blake2b(digest_size=16)
+        for chunk in column.chunks:
+            if pa.types.is_list(chunk.type):
+                lengths.update(np.asarray(pc.list_value_length(chunk).fill_null(0), dtype=np.int64).tobytes())
+                chunk = pc.list_flatten(chunk)
+            values.update(values_bytes(chunk))
+        digest.update(f"{name}:{column.type}".encode() + values.digest() + lengths.digest())
+    return {"rows": table.num_rows, "blake2b": digest.hexdigest()}
+
+
 def _width(t: pa.DataType) -> int:
     values = t.value_type if pa.types.is_list(t) else t
     return values.bit_width if pa.types.is_integer(values) or pa.types.is_floating(values) else 0

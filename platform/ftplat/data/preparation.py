@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ftplat.config.schema import DataConfig, JobConfig, ModelConfig
-from ftplat.data.compact import build_chunked_table, build_compact_table
+from ftplat.data.compact import build_chunked_table, build_compact_table, build_table_fingerprint
 from ftplat.data.sources import load_raw_splits
 from ftplat.data.tokenizer import build_tokenizer, check_max_length_fits
 from ftplat.errors import UserError
@@ -278,6 +278,8 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
         tables[role] = build_task_table(task, tokenizer, ex, data)
         stats[role] = {**build_role_stats(ex, task, split, tables[role]), **task.run_table_checks(ex, tables[role],
                                                                                                   role, data)}
+    # What a --resume and a reproduction check they run on (the source may change under a name).
+    stats["fingerprints"] = {role: build_table_fingerprint(table) for role, table in tables.items()}
     stats["seconds"] = round(time.perf_counter() - start, 2)
     logger.info("Tokenized %s in %.1fs; trials are selected on %s",
                 ", ".join(f"{stats[r]['rows']} {r}" + (f" ({stats[r]['sequences']} sequences)"

@@ -22,7 +22,7 @@ from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
-from ftplat.layout import build_summary_uri, build_sweep_config_uri
+from ftplat.layout import DATA_FINGERPRINTS, build_summary_uri, build_sweep_config_uri
 from ftplat.records import SweepSummary
 from ftplat.ray_internals import check_ray_version, read_missing_tune_state, read_torn_tune_state
 from ftplat.environment import read_machine_cpus
@@ -149,6 +149,24 @@ def build_resumed_configs(job: JobConfig, space: SearchSpaceConfig,
     return stored_job, stored_space, warnings
 
 
+def build_data_changes(recorded: dict[str, Any] | None, current: dict[str, Any] | None) -> list[str]:
+    """``role (rows then -> rows now)`` for each tokenized split whose fingerprint
+    (``build_table_fingerprint``) differs from the recorded one; none when nothing was recorded."""
+    recorded, current = recorded or {}, current or {}
+    return [f"{role} ({recorded[role].get('rows')} -> {current.get(role, {}).get('rows')} rows)"
+            for role in sorted(recorded) if recorded[role] != current.get(role)]
+
+
+def check_resumed_data(sweep_path: str, sweep_name: str, fingerprints: dict[str, Any]) -> None:
+    """Refuse to resume on data other than the sweep's trials ran on (a source rewritten, a hub
+    dataset updated under its name): the winner would be chosen across two validation sets."""
+    changed = build_data_changes(read_json(build_sweep_config_uri(sweep_path)).get(DATA_FINGERPRINTS), fingerprints)
+    if changed:
+        raise UserError(f"--resume: sweep {sweep_name!r} ran on other data: the tokenized {', '.join(changed)} "
+                        "differ from what its trials trained and were scored on; give the same data (data.source, "
+                        "data.revision for a hub dataset), or run a new sweep")
+
+
 #: The ``resources`` fields that size a trial: a search over one can reach a trial larger than
 #: the job's own values, which no check of the job alone would refuse.
 SIZING_RESOURCES = ("num_workers", "cpus_per_worker", "gpus_per_worker", "use_gpu")
@@ -223,5 +241,7 @@ def check_sweep_preflight(job: JobConfig, space: SearchSpaceConfig, *, resume: b
         check_tracking_reachable(job.tracking)
     deepspeed_configs = build_sweep_deepspeed_configs(job, space.parameters)
     tokenized = build_sweep_data(job)
+    if resume:
+        check_resumed_data(sweep_path, sweep_name, tokenized.stats["fingerprints"])
     return Preflight(job=job, space=space, sweep_name=sweep_name, sweep_path=sweep_path,
                      deepspeed_configs=deepspeed_configs, tokenized=tokenized, warnings=warnings)

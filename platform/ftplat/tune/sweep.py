@@ -18,7 +18,7 @@ from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.environment import scoped_environ
 from ftplat.errors import SweepInterrupted
-from ftplat.layout import build_summary_uri, build_sweep_config_uri
+from ftplat.layout import DATA_FINGERPRINTS, build_summary_uri, build_sweep_config_uri
 from ftplat.ray_internals import read_dashboard_url, run_start_autoscaling_coordinator
 from ftplat.records import OBJECTIVE_KEY, SweepSummary
 from ftplat.runtime import build_trial_driver_resources, check_trial_fits_nodes, read_alive_node_resources, run_ray_init
@@ -171,7 +171,8 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         run_start_autoscaling_coordinator()
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
-            write_json(build_sweep_config_uri(sweep_path), redact_config(config_json))
+            write_json(build_sweep_config_uri(sweep_path), {**redact_config(config_json),
+                                                            DATA_FINGERPRINTS: data_stats["fingerprints"]})
         if job.tracking.enabled:
             tracking = run_start_parent(
                 job.tracking, sweep_name=sweep_name, sweep_path=sweep_path,
