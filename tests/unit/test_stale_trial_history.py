@@ -98,3 +98,17 @@ def test_gc_keeps_a_folder_the_snapshot_tracks_and_no_history_names(tmp_path):
     assert "tracked in the run's snapshot" in plan[f"checkpoint-{3 * STEP}"].reason
     unregistered = plan[f"checkpoint-{4 * STEP}"]
     assert (unregistered.action, unregistered.reason) == (DELETE, "orphan, not tracked")
+
+
+def test_evaluations_rebuilt_from_the_trainer_state_keep_their_train_loss(tmp_path):
+    """After a resume the summary rebuilt the evaluation reported at the interruption from the
+    Trainer state, with train_loss null (the uninterrupted run had it)."""
+    from ftplat.tune.run_history import read_trainer_state_evals
+
+    log = [{"loss": 0.9, "step": 5}, {"loss": 0.7, "step": 10}, {METRIC: 0.6, "step": 10},
+           {"loss": 0.5, "step": 15}, {METRIC: 0.7, "step": 20}]
+    folder = tmp_path / "train-a" / "checkpoint-20"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": log}))
+    evals = read_trainer_state_evals(str(tmp_path / "train-a"), METRIC)
+    assert [(e["step"], e["train_loss"]) for e in evals] == [(10, 0.7), (20, 0.5)]

@@ -45,9 +45,17 @@ def read_trainer_state_log(run_uri: str) -> list[dict] | None:
 
 
 def read_trainer_state_evals(run_uri: str, metric: str) -> list[dict] | None:
-    """The evaluation entries (those logging ``metric``) of ``read_trainer_state_log``."""
+    """The evaluation entries (those logging ``metric``) of ``read_trainer_state_log``, each
+    with the training loss logged last before it (``train_loss``, as its report had it)."""
     log = read_trainer_state_log(run_uri)
-    return None if log is None else [e for e in log if metric in e]
+    if log is None:
+        return None
+    evals, loss = [], None
+    for entry in log:
+        loss = entry["loss"] if "loss" in entry else loss
+        if metric in entry:
+            evals.append({**entry, "train_loss": loss} if loss is not None and "train_loss" not in entry else entry)
+    return evals
 
 
 class StoredHistory(NamedTuple):
