@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ftplat.tracking.runs import build_run_tags, read_git_commit
+from ftplat.tracking.tags import build_run_tags, read_git_commit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,16 +34,31 @@ def test_an_installed_copy_inside_another_repository_names_no_commit(tmp_path, m
     that repository's HEAD is not ftplat's commit."""
     import shutil
 
-    import ftplat.tracking.runs as runs
+    import ftplat.tracking.tags as tags
 
     monkeypatch.delenv("FTPLAT_GIT_COMMIT", raising=False)
     other = tmp_path / "project"
     package = other / ".venv" / "site-packages" / "ftplat"
-    shutil.copytree(Path(runs.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(tags.__file__).parents[1], package, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(["git", "init", "-q"], cwd=other, check=True)
     (other / ".gitignore").write_text(".venv/\n")
     subprocess.run(["git", "add", ".gitignore"], cwd=other, check=True)
     subprocess.run(["git", "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-q", "-m", "x"], cwd=other,
                    check=True)
-    monkeypatch.setattr(runs, "__file__", str(package / "tracking" / "runs.py"))
-    assert runs.read_git_commit() is None
+    monkeypatch.setattr(tags, "__file__", str(package / "tracking" / "tags.py"))
+    assert tags.read_git_commit() is None
+
+
+def test_a_resumed_sweeps_parent_run_names_the_job_that_continued_it():
+    """The parent run kept the first job's submission id: the job whose log holds the winner
+    line could not be found from MLflow."""
+    from ftplat.tracking.tags import build_resumed_tags
+
+    old = {"ray.job_submission_id": "raysubmit_a", "ray.dashboard_url": "http://h:8265", "ftplat.sweep": "s"}
+    now = {"ray.job_submission_id": "raysubmit_b", "ray.dashboard_url": "http://h:8265", "ftplat.sweep": "s"}
+    assert build_resumed_tags(old, now) == {"ray.job_submission_id": "raysubmit_b",
+                                            "ray.job_submission_ids": "raysubmit_a,raysubmit_b"}
+    again = {**old, "ray.job_submission_id": "raysubmit_b", "ray.job_submission_ids": "raysubmit_a,raysubmit_b"}
+    assert build_resumed_tags(again, {**now, "ray.job_submission_id": "raysubmit_c"})["ray.job_submission_ids"] == \
+        "raysubmit_a,raysubmit_b,raysubmit_c"
+    assert build_resumed_tags(old, {"ftplat.sweep": "s"}) == {}  # resumed outside a Ray job: nothing to add

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from ftplat.environment import scoped_environ
 from ftplat.errors import UserError
 from ftplat.layout import SWEEP_CONFIG_FILE, build_tracking_uri
 from ftplat.storage import URI_USERINFO, path_exists, read_json, write_json
-from ftplat.versions import collect_versions
+from ftplat.tracking.tags import build_resumed_tags, build_run_tags
 
 logger = logging.getLogger(__name__)
 PARENT_RUN_TAG = "mlflow.parentRunId"
@@ -185,46 +184,6 @@ def check_tracking_reachable(cfg: TrackingConfig) -> str:
     return uri
 
 
-#: The commit of the code a sweep runs, for a copy without its git history (``ray job submit``
-#: uploads the working tree without ``.git``): ``FTPLAT_GIT_COMMIT=$(git rev-parse HEAD)``.
-GIT_COMMIT_ENV = "FTPLAT_GIT_COMMIT"
-
-
-def read_git_commit() -> str | None:
-    """The commit of the ftplat code running: ``$FTPLAT_GIT_COMMIT``, else the HEAD of the git
-    checkout holding this package (never the current directory's repository, which may be
-    another project's), else None (an installed package, an uploaded copy)."""
-    if os.environ.get(GIT_COMMIT_ENV, "").strip():
-        return os.environ[GIT_COMMIT_ENV].strip()
-    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    try:
-        # Tracked there: an installed copy in a virtualenv inside another repository is not.
-        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "__init__.py"], capture_output=True,
-                                 text=True, timeout=5, cwd=package_dir)
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                                cwd=package_dir)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit.stdout.strip() if tracked.returncode == 0 and commit.returncode == 0 else None
-
-
-def build_run_tags(sweep_name: str, *, dashboard_url: str | None) -> dict[str, str]:
-    tags = {"ftplat.sweep": sweep_name}
-    job_config = os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR")
-    if job_config:
-        submission = json.loads(job_config).get("metadata", {}).get("job_submission_id")
-        if submission:
-            tags["ray.job_submission_id"] = submission
-    if dashboard_url:
-        tags["ray.dashboard_url"] = dashboard_url if "://" in dashboard_url else f"http://{dashboard_url}"
-    commit = read_git_commit()
-    if commit:
-        tags["mlflow.source.git.commit"] = commit
-    for name, version in collect_versions().items():
-        tags[f"version.{name}"] = str(version)
-    return tags
-
-
 def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, params: dict[str, Any],
                      config_json: dict[str, Any], dashboard_url: str | None) -> dict[str, str]:
     """Create the sweep's parent run, or reopen the one a previous driver created."""
@@ -241,6 +200,9 @@ def run_start_parent(cfg: TrackingConfig, *, sweep_name: str, sweep_path: str, p
                 "credentials (tracking.tracking_uri or MLFLOW_TRACKING_URI)"
             )
         client.update_run(ids["parent_run_id"], status="RUNNING")
+        old_tags = client.get_run(ids["parent_run_id"]).data.tags
+        for key, value in build_resumed_tags(old_tags, build_run_tags(sweep_name, dashboard_url=dashboard_url)).items():
+            client.set_tag(ids["parent_run_id"], key, value)
         logger.info("Continuing MLflow parent run %s", ids["parent_run_id"])
         return {**ids, "tracking_uri": uri}
     experiment = client.get_experiment_by_name(cfg.experiment_name)
