@@ -16,7 +16,6 @@ from typing import Any
 import pyarrow as pa
 from transformers import DataCollatorForLanguageModeling
 
-from ftplat.data.compact import build_chunked_table
 from ftplat.tasks.base import IGNORED_LABEL
 
 #: Rows masked at a time (padded to the longest of them).
@@ -43,39 +42,31 @@ class MaskOnceCollator(DataCollatorForLanguageModeling):
         return batch
 
 
-class TableRows:
-    """An Arrow table as ``build_chunked_table`` takes examples: ``len`` and ``select``."""
-
-    def __init__(self, table: pa.Table):
-        self.table = table
-
-    def __len__(self) -> int:
-        return self.table.num_rows
-
-    def select(self, idx: Any) -> list[dict[str, Any]]:
-        return self.table.take(pa.array(idx)).to_pylist()
-
-
 def build_masked_table(table: pa.Table, tokenizer: Any, *, mlm_probability: float, seed: int) -> pa.Table:
     """``table`` with its ``input_ids`` masked as training masks them and a ``labels`` column
     (the original ids at masked positions, ignored elsewhere), the same for the same seed;
-    ``MASK_ROWS`` rows at a time, each chunk compact at once (``data/compact.py``)."""
+    ``MASK_ROWS`` rows at a time. Both are int32 (a random replacement token can be any id of
+    the vocabulary, past what the table's narrowed type holds); other columns stay as they are."""
     if table.num_rows == 0:
         return table
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=True, mlm_probability=mlm_probability, seed=seed)
     left = tokenizer.padding_side == "left"
-
-    def mask(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    ids_type = pa.list_(pa.int32())
+    chunks = []
+    for start in range(0, table.num_rows, MASK_ROWS):
+        part = table.slice(start, MASK_ROWS)
+        rows = part.to_pylist()
         batch = collator([dict(r) for r in rows])
         width = batch["input_ids"].shape[1]
-        columns: dict[str, list[Any]] = {name: [] for name in [*table.column_names, "labels"]}
+        masked, labels = [], []
         for i, row in enumerate(rows):
             # The collator pads to the longest row: each row keeps its own positions.
             n = len(row["input_ids"])
             keep = slice(width - n, None) if left else slice(0, n)
-            for name in table.column_names:
-                columns[name].append(batch["input_ids"][i, keep].tolist() if name == "input_ids" else row[name])
-            columns["labels"].append(batch["labels"][i, keep].tolist())
-        return columns
-
-    return build_chunked_table(mask, TableRows(table), chunk_rows=MASK_ROWS)
+            masked.append(batch["input_ids"][i, keep].tolist())
+            labels.append(batch["labels"][i, keep].tolist())
+        columns = {name: part.column(name) for name in table.column_names}
+        columns["input_ids"] = pa.array(masked, type=ids_type)
+        columns["labels"] = pa.array(labels, type=ids_type)
+        chunks.append(pa.table(columns))
+    return pa.concat_tables(chunks)

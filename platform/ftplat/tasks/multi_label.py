@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import Task, build_usage_inputs, column_list
+from ftplat.tasks.base import Task, column_list
+from ftplat.tasks.serving import build_usage_inputs
 from ftplat.tasks.text_classification import build_class_ids
 
 

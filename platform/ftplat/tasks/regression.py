@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, build_usage_inputs, column_list
+from ftplat.tasks.base import UNLABELLED_SPLIT_FIX, Task, column_list
+from ftplat.tasks.serving import build_usage_inputs
 
 #: Most quantile bins of the stratify key, and the fewest rows a bin keeps (smaller bins merge
 #: into their neighbour: a stratified split needs at least two rows of every class).
