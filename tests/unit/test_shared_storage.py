@@ -1,6 +1,6 @@
 """A local storage folder some node of a multi-node cluster does not share is refused before
 the first trial, naming the nodes; object storage and one-node clusters are not probed. The
-nodes' answers are given here; tests/integration/test_shared_storage.py asks real nodes."""
+nodes' answers are given here; tests/integration/test_shared_storage_two_nodes.py asks real nodes."""
 
 from __future__ import annotations
 
