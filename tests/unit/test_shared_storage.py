@@ -30,6 +30,7 @@ def nodes(monkeypatch, tmp_path):
         monkeypatch.setattr(shared_storage, "read_probe_on_nodes", read)
 
     monkeypatch.setattr(shared_storage.ray, "nodes", lambda: TWO_NODES)
+    monkeypatch.setattr(shared_storage.ray, "is_initialized", lambda: True)
     return answer_with, asked
 
 
@@ -60,6 +61,7 @@ def test_object_storage_and_one_node_clusters_are_not_probed(monkeypatch, tmp_pa
         raise AssertionError("probed")
 
     monkeypatch.setattr(shared_storage, "read_probe_on_nodes", never)
+    monkeypatch.setattr(shared_storage.ray, "is_initialized", lambda: True)
     monkeypatch.setattr(shared_storage.ray, "nodes", lambda: TWO_NODES)
     shared_storage.check_storage_shared("s3://bucket/sweeps?endpoint_override=127.0.0.1:1")
     monkeypatch.setattr(shared_storage.ray, "nodes", lambda: TWO_NODES[:1] + TWO_NODES[2:])

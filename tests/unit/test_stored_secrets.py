@@ -98,7 +98,9 @@ def fake_sweep(tmp_path, monkeypatch, mlflow_store):
     grid = types.SimpleNamespace(experiment_path=str(tmp_path), filesystem=None)
     monkeypatch.setattr(sweep_mod, "build_tuner", lambda job, space, **kw: seen["tuner"].append((job, kw)) or
                         types.SimpleNamespace(fit=lambda: grid))
-    monkeypatch.setattr(sweep_mod.tune, "ExperimentAnalysis", lambda *a, **kw: types.SimpleNamespace(trials=[]))
+    # Every trial of the default space (8) ended: the sweep closes as finished.
+    ended = [types.SimpleNamespace(trial_id=f"t{i}", status="TERMINATED") for i in range(8)]
+    monkeypatch.setattr(sweep_mod.tune, "ExperimentAnalysis", lambda *a, **kw: types.SimpleNamespace(trials=ended))
     monkeypatch.setattr(sweep_mod, "read_sweep_summary", lambda analysis, **kw: SweepSummary(
         sweep_name=kw["sweep_name"], sweep_path=kw["sweep_path"], objective=Objective("eval_accuracy", "max"),
         scope="last", metric_for_best_model="eval_accuracy", greater_is_better=True, trials=[],

@@ -157,7 +157,7 @@ def build_data_changes(recorded: dict[str, Any] | None, current: dict[str, Any] 
             for role in sorted(recorded) if recorded[role] != current.get(role)]
 
 
-def check_resumed_data(sweep_path: str, sweep_name: str, fingerprints: dict[str, Any]) -> None:
+def check_resumed_data(sweep_path: str, sweep_name: str, fingerprints: dict[str, Any] | None) -> None:
     """Refuse to resume on data other than the sweep's trials ran on (a source rewritten, a hub
     dataset updated under its name): the winner would be chosen across two validation sets."""
     changed = build_data_changes(read_json(build_sweep_config_uri(sweep_path)).get(DATA_FINGERPRINTS), fingerprints)
@@ -242,6 +242,6 @@ def check_sweep_preflight(job: JobConfig, space: SearchSpaceConfig, *, resume: b
     deepspeed_configs = build_sweep_deepspeed_configs(job, space.parameters)
     tokenized = build_sweep_data(job)
     if resume:
-        check_resumed_data(sweep_path, sweep_name, tokenized.stats["fingerprints"])
+        check_resumed_data(sweep_path, sweep_name, tokenized.stats.get("fingerprints"))
     return Preflight(job=job, space=space, sweep_name=sweep_name, sweep_path=sweep_path,
                      deepspeed_configs=deepspeed_configs, tokenized=tokenized, warnings=warnings)

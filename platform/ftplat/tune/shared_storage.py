@@ -76,7 +76,7 @@ def check_storage_shared(uri: str, *, timeout_s: float = ANSWER_TIMEOUT_S) -> No
     (``UserError`` naming ``storage.storage_path``). Call after Ray is initialised and the
     folder is known writable; a one-node cluster is not probed."""
     fs, root = resolve_storage(uri)
-    if fs.type_name != "local":
+    if fs.type_name != "local" or not ray.is_initialized():
         return
     nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
     if nodes < 2:

@@ -172,7 +172,7 @@ def run_sweep(job: JobConfig, space: SearchSpaceConfig, *, resume: bool = False)
         config_json = {"job": job.model_dump(mode="json"), "search_space": space.model_dump(mode="json")}
         if not resume:
             write_json(build_sweep_config_uri(sweep_path), {**redact_config(config_json),
-                                                            DATA_FINGERPRINTS: data_stats["fingerprints"]})
+                                                            DATA_FINGERPRINTS: data_stats.get("fingerprints")})
         if job.tracking.enabled:
             tracking = run_start_parent(
                 job.tracking, sweep_name=sweep_name, sweep_path=sweep_path,
