@@ -223,14 +223,27 @@ def test_words_data_max_length_cuts_off_are_counted_and_warned_about(tokenizer, 
     data = DataConfig(label_column="ner_tags", max_length=8)
     table = build_compact_table(task.tokenize(tokenizer, examples, data))
     with caplog.at_level(logging.WARNING):
-        counts = task.run_table_checks(examples, table, "eval", data)
+        counts = task.run_table_checks(tokenizer, examples, table, "eval", data)
     # paris, mary, smith are cut: two entities (Paris, Mary Smith)
     assert counts == {"rows_cut": 1, "words_cut": 3, "entities_cut": 2}
     assert ("data.max_length 8 cuts 1 of the eval split's 2 rows: 3 words and 2 entities past it are not scored"
             in caplog.text)
     wide = DataConfig(label_column="ner_tags", max_length=32)
-    assert task.run_table_checks(examples, build_compact_table(task.tokenize(tokenizer, examples, wide)), "eval",
-                                 wide) == {}
+    assert task.run_table_checks(tokenizer, examples, build_compact_table(task.tokenize(tokenizer, examples, wide)),
+                                 "eval", wide) == {}
+    # A word that makes no token (an empty string, a zero-width space) is not cut by max_length
+    # when a later word is reached; the count follows the words the encoding reached.
+    sparse = Examples({"tokens": [["John", "", "lives", "\u200b", "in", "Washington", "Paris"]]},
+                      tag_rows([B_PER, O, O, O, O, B_LOC, B_LOC]))
+    for padded in (False, True):
+        # [CLS] john lives in wash ##ing ##ton [SEP]: only paris is cut
+        tight = DataConfig(label_column="ner_tags", max_length=8, pad_to_max_length=padded)
+        table = build_compact_table(task.tokenize(tokenizer, sparse, tight))
+        assert task.run_table_checks(tokenizer, sparse, table, "train", tight) == {
+            "rows_cut": 1, "words_cut": 1, "entities_cut": 1}
+        roomy = DataConfig(label_column="ner_tags", max_length=9, pad_to_max_length=padded)
+        table = build_compact_table(task.tokenize(tokenizer, sparse, roomy))
+        assert task.run_table_checks(tokenizer, sparse, table, "train", roomy) == {}
 
 
 def test_tokenize_refuses_a_slow_tokenizer_naming_the_model(tmp_path):

@@ -276,8 +276,8 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
         # A line per table: tokenizing all of IMDB is a minute, without progress bars.
         logger.info("Tokenizing %d %s rows (split %r)", len(ex), role, split)
         tables[role] = build_task_table(task, tokenizer, ex, data)
-        stats[role] = {**build_role_stats(ex, task, split, tables[role]), **task.run_table_checks(ex, tables[role],
-                                                                                                  role, data)}
+        stats[role] = {**build_role_stats(ex, task, split, tables[role]),
+                       **task.run_table_checks(tokenizer, ex, tables[role], role, data)}
     # What a --resume and a reproduction check they run on (the source may change under a name).
     stats["fingerprints"] = {role: build_table_fingerprint(table) for role, table in tables.items()}
     stats["seconds"] = round(time.perf_counter() - start, 2)

@@ -148,7 +148,7 @@ class Task(TaskServing):
     #: Each row's tokens depend on that row alone, so a split can be tokenized in chunks.
     tokenizes_rows = True
 
-    def run_table_checks(self, examples: Examples, table: Any, role: str, data: Any) -> dict[str, Any]:
+    def run_table_checks(self, tokenizer: Any, examples: Examples, table: Any, role: str, data: Any) -> dict[str, Any]:
         """What tokenizing a split (``role``) into ``table`` lost, as entries of its summary
         stats, each logged as a warning; nothing for a task that loses nothing it scores."""
         return {}

@@ -207,10 +207,28 @@ class TokenClassification(Task):
         columns["labels"] = aligned
         return columns
 
-    def run_table_checks(self, examples: Any, table: Any, role: str, data: Any) -> dict[str, Any]:
+    def run_table_checks(self, tokenizer: Any, examples: Any, table: Any, role: str, data: Any) -> dict[str, Any]:
         """Words past data.max_length are neither trained nor scored: their entities count
-        neither as found nor as missed (serving tags them, in windows)."""
-        counts = build_truncation_counts(examples.inputs["tokens"], examples.labels, table, IGNORED_LABEL, self.id2label)
+        neither as found nor as missed (serving tags them, in windows). Only the rows that
+        fill data.max_length can have been cut; those are encoded again to see which word
+        each reached."""
+        import pyarrow.compute as pc
+
+        if "attention_mask" in table.column_names:  # padded rows count their real tokens
+            mask = table.column("attention_mask").combine_chunks()
+            lengths = np.bincount(np.asarray(pc.list_parent_indices(mask)), weights=np.asarray(pc.list_flatten(mask)),
+                                  minlength=table.num_rows)
+        else:
+            lengths = np.asarray(pc.list_value_length(table.column("input_ids").combine_chunks()))
+        full = [int(i) for i in np.flatnonzero(lengths >= data.max_length)]
+        if not full:
+            return {}
+        words = examples.inputs["tokens"]
+        encoded = tokenizer([list(words[i]) for i in full], is_split_into_words=True, truncation=True,
+                            max_length=data.max_length)
+        reached = {i: 1 + max((w for w in encoded.word_ids(j) if w is not None), default=-1)
+                   for j, i in enumerate(full)}
+        counts = build_truncation_counts(words, examples.labels, reached, self.id2label)
         if not counts["rows_cut"]:
             return {}
         entities = f" and {counts['entities_cut']} entities" if "entities_cut" in counts else ""

@@ -44,27 +44,23 @@ def run_add_prefix_space(tokenizer: Any) -> Any:
     return tokenizer
 
 
-def build_truncation_counts(words: list[Any], tags: Any, table: Any, ignored: int,
+def build_truncation_counts(words: list[Any], tags: Any, reached: dict[int, int],
                             id2label: dict[int, str] | None) -> dict[str, int]:
-    """Of a split's rows (``words`` and their ``tags``) and its tokenized ``table``, the words
-    data.max_length cut off (past a row's last labelled position: a word's first sub-token
-    carries its tag) and the entities that lost a word to the cut (not counted without the
-    tag names)."""
-    import numpy as np
-    import pyarrow.compute as pc
+    """Of a split's rows (``words`` and their ``tags``), the words data.max_length cut off and
+    the entities that lost a word to the cut (not counted without the tag names). ``reached``:
+    for each row the tokenizer truncated, how many of its words the encoding still holds (one
+    past the last ``word_ids()`` index: a word that makes no token, an empty string or a
+    zero-width space, is not cut when a later one is reached)."""
     from seqeval.metrics.sequence_labeling import get_entities
 
-    labels = table.column("labels").combine_chunks()
-    flat = np.asarray(pc.list_flatten(labels))
-    parents = np.asarray(pc.list_parent_indices(labels))
-    kept = np.bincount(parents[flat != ignored], minlength=len(words))
     rows = words_cut = entities_cut = 0
-    for n, row_tags, k in zip((len(w) for w in words), tags, kept):
+    for i, k in reached.items():
+        n = len(words[i])
         if k >= n:
             continue
-        rows, words_cut = rows + 1, words_cut + n - int(k)
+        rows, words_cut = rows + 1, words_cut + n - k
         if id2label is not None:
-            entities_cut += sum(1 for _, _, end in get_entities([id2label[int(t)] for t in row_tags]) if end >= k)
+            entities_cut += sum(1 for _, _, end in get_entities([id2label[int(t)] for t in tags[i]]) if end >= k)
     counts = {"rows_cut": rows, "words_cut": words_cut}
     return {**counts, "entities_cut": entities_cut} if id2label is not None else counts
 
