@@ -317,3 +317,24 @@ def test_splits_whose_label_ids_mean_different_classes_are_refused(tmp_path, tin
     datasets.Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "test.parquet"))
     out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
     assert out.eval["labels"].to_pylist() == [1, 0, 1, 0]
+
+
+def test_a_dev_split_no_setting_reads_is_named_in_a_warning(tmp_path, caplog):
+    """dev.csv beside train.csv was left aside silently: trials were selected on a hold-out of
+    train instead."""
+    import logging
+
+    from ftplat.data.sources import load_local_splits
+
+    rows = "text,label\ngood,1\nbad,0\n"
+    for name in ("train", "dev", "test"):
+        (tmp_path / f"{name}.csv").write_text(rows)
+    with caplog.at_level(logging.WARNING):
+        splits = load_local_splits(tmp_path, DataConfig(), ["train"], ["validation", "test"])
+    assert set(splits) == {"train", "test"}
+    assert "has a 'dev' split, which no setting reads: trials are selected on rows held out of 'train'; set " \
+           "data.validation.split: dev to select on it" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert set(load_local_splits(tmp_path, DataConfig(), ["train", "dev"], ["test"])) == {"train", "dev", "test"}
+    assert "no setting reads" not in caplog.text

@@ -16,6 +16,9 @@ from ftplat.errors import UserError
 
 logger = logging.getLogger(__name__)
 
+#: File names users give a validation split other than the hub's ``validation``.
+VALIDATION_LIKE = frozenset({"dev", "development", "val", "valid", "eval", "evaluation"})
+
 _BUILDERS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
 
 
@@ -109,6 +112,12 @@ def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
             "or set data.train_split / data.validation.split / data.eval_split"
         )
     builder = builders.pop()
+    if "validation" in optional and "validation" not in files_by_split:
+        # Looked for by its hub name only: a dev.csv would be left aside without a word.
+        for name in sorted(set(files_by_split) & VALIDATION_LIKE - {*required, *optional}):
+            logger.warning("data.source %r has a %r split, which no setting reads: trials are selected on rows held "
+                           "out of %r; set data.validation.split: %s to select on it", str(path), name, required[0],
+                           name)
     # One load per split: a single load takes the first split's column types for all of them,
     # so a split of another type failed inside datasets instead of in the checks that name it.
     wanted = [s for s in dict.fromkeys(required + optional) if s in files_by_split]
