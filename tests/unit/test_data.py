@@ -165,6 +165,18 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
         pq.write_table(pa.table({"text": ["a", "b"], "label": ["pos", "meh"]}), tmp_path / f"{split}.parquet")
     with pytest.raises(ValueError, match=r"holds labels \['meh'\] that model.id2label"):
         build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    # A CSV's True/False (read as booleans) and ids written as text ("0" in JSON) are class ids,
+    # where they were refused with a fix that could not work ("give names from model.id2label")
+    for split in ("train", "test"):
+        (tmp_path / f"{split}.parquet").unlink()
+        (tmp_path / f"{split}.csv").write_text("text,label\na,True\nb,False\n")
+    out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    assert out.train["labels"].to_pylist() == [1, 0]
+    for split in ("train", "test"):
+        (tmp_path / f"{split}.csv").unlink()
+        (tmp_path / f"{split}.jsonl").write_text('{"text": "a", "label": "1"}\n{"text": "b", "label": "0"}\n')
+    out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
+    assert out.train["labels"].to_pylist() == [1, 0]
 
 
 def write_class_label_splits(folder, names: list[str], labels: list[int]) -> str:

@@ -47,12 +47,18 @@ def build_class_ids(values: list[Any], *, feature: Any, column: str, data: Any, 
         raise UserError(f"data.{column} of split {split!r} has no label at row {row_of(missing[0])} ({len(missing)} "
                         f"of {len(values)} {'labels' if rows is not None else 'rows'}); fix or drop those rows")
     array = np.asarray(values)
+    if array.dtype.kind == "b":  # a CSV's True/False (pandas reads them as booleans), a bool column
+        array = array.astype(np.int64)
     if array.dtype.kind in "OUS":
         label2id = {v: k for k, v in (model.id2label or {}).items()}
         unknown = sorted({str(v) for v in values} - {str(k) for k in label2id})
+        if unknown and all(isinstance(v, str) and v.strip().isdigit() for v in values):
+            array = np.asarray([int(v) for v in values])  # ids written as text ("0", "1" in JSON)
+            unknown = []
         if unknown:
             raise UserError(f"data.{column} of split {split!r} holds labels {unknown[:5]} that model.id2label "
                             f"{model.id2label} does not name; add them to model.id2label")
+    if array.dtype.kind in "OUS":
         return np.asarray([label2id[v] for v in values], dtype=np.int64)
     if array.dtype.kind not in "iu" and not (array.dtype.kind == "f" and np.all(array == np.round(array))):
         raise UserError(f"data.{column} of split {split!r} is not integer class ids (dtype {array.dtype}); "
