@@ -350,3 +350,16 @@ def test_a_dev_split_no_setting_reads_is_named_in_a_warning(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         assert set(load_local_splits(tmp_path, DataConfig(), ["train", "dev"], ["test"])) == {"train", "dev", "test"}
     assert "no setting reads" not in caplog.text
+
+
+def test_an_unlabelled_test_split_is_refused_with_the_setting_that_leaves_it_out(tmp_path, tiny_model_dir):
+    """A Kaggle-style test.csv (ids and texts, no labels) is read because it is there."""
+    (tmp_path / "train.csv").write_text("text,label\ngood,1\nbad,0\nfine,1\nawful,0\n")
+    (tmp_path / "test.csv").write_text("id,text\n1,good\n2,bad\n")
+    model = ModelConfig(name_or_path=str(tiny_model_dir))
+    with pytest.raises(ValueError, match=r"data.label_column 'label' is not a column of split 'test' .* its columns "
+                                         r"are \['id', 'text'\], or set data.test_split: null"):
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), validation={"holdout": 1}), model))
+    out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), validation={"holdout": 1}, test_split=None),
+                                        model))
+    assert "test" not in out.tables and out.train.num_rows == 3

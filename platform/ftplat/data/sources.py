@@ -183,8 +183,12 @@ def load_raw_splits(cfg: DataConfig, read_columns: dict[str, str], *, required: 
     for split, ds in splits.items():
         for field, column in read_columns.items():
             if column not in ds.column_names:
+                # A test split is read because it is there; one without labels (a Kaggle
+                # test.csv) can be left out.
+                skip = (", or set data.test_split: null to score no test split" if split == cfg.test_split
+                        and split in optional else "")
                 raise UserError(
                     f"data.{field} {column!r} is not a column of split {split!r} of "
-                    f"{cfg.source!r}; its columns are {ds.column_names}"
+                    f"{cfg.source!r}; its columns are {ds.column_names}{skip}"
                 )
     return splits
