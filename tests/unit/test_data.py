@@ -363,3 +363,15 @@ def test_an_unlabelled_test_split_is_refused_with_the_setting_that_leaves_it_out
     out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), validation={"holdout": 1}, test_split=None),
                                         model))
     assert "test" not in out.tables and out.train.num_rows == 3
+
+
+def test_a_hub_repository_layout_names_the_folder_that_holds_the_files(tmp_path):
+    from ftplat.data.sources import load_local_splits
+
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"text": ["a"], "label": [0]}), tmp_path / "data" / "train-00000-of-00001.parquet")
+    (tmp_path / "README.md").write_text("# a dataset card")
+    with pytest.raises(ValueError, match=r"no parquet, CSV or JSON files and no aclImdb folder found; data/ holds "
+                                         r"some: give '.*/data' as data.source"):
+        load_local_splits(tmp_path, DataConfig(), ["train"], [])
+    assert set(load_local_splits(tmp_path / "data", DataConfig(), ["train"], [])) == {"train"}

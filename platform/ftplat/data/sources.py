@@ -99,8 +99,12 @@ def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
             files_by_split[_split_of(file)].append(str(file))
             builders.add(builder)
     if not files_by_split:
+        # A hub repository's layout (data/train-00000-of-00001.parquet), one level down.
+        below = sorted({str(f.parent.relative_to(path)) for f in path.glob("*/*") if f.suffix.lower() in _BUILDERS})
+        hint = (f"; {below[0]}/ holds some: give {str(path / below[0])!r} as data.source (its files named "
+                "after their split)" if below else "")
         raise UserError(
-            f"data.source {str(path)!r}: no parquet, CSV or JSON files and no aclImdb folder found"
+            f"data.source {str(path)!r}: no parquet, CSV or JSON files and no aclImdb folder found{hint}"
         )
     if len(builders) > 1:
         raise UserError(f"data.source {str(path)!r}: mixes file formats {sorted(builders)}; keep one")
