@@ -375,3 +375,22 @@ def test_a_hub_repository_layout_names_the_folder_that_holds_the_files(tmp_path)
                                          r"some: give '.*/data' as data.source"):
         load_local_splits(tmp_path, DataConfig(), ["train"], [])
     assert set(load_local_splits(tmp_path / "data", DataConfig(), ["train"], [])) == {"train"}
+
+
+def test_rows_the_selection_and_test_splits_share_with_train_are_counted(tmp_path, tiny_model_dir, caplog):
+    """IMDB's test split holds 123 reviews of its train split; nothing said so."""
+    import logging
+
+    texts = [f"review number {i}" for i in range(40)]
+    pq.write_table(pa.table({"text": texts, "label": [i % 2 for i in range(40)]}), tmp_path / "train.parquet")
+    # the test split: 10 rows, 3 of them train's (one with other whitespace around it)
+    test = texts[:2] + [f"  {texts[2]} "] + [f"unseen review {i}" for i in range(7)]
+    pq.write_table(pa.table({"text": test, "label": [i % 2 for i in range(10)]}), tmp_path / "test.parquet")
+    pq.write_table(pa.table({"text": [f"held review {i}" for i in range(4)], "label": [0, 1, 0, 1]}),
+                   tmp_path / "validation.parquet")
+    model = ModelConfig(name_or_path=str(tiny_model_dir))
+    with caplog.at_level(logging.INFO, logger="ftplat.data.overlap"):
+        out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path)), model))
+    assert out.stats["test"]["rows_in_train"] == 3 and "rows_in_train" not in out.stats["eval"]
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "3 of the 10 test rows (split 'test') have the inputs of a train row" in caplog.text

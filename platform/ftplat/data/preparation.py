@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ftplat.config.schema import DataConfig, JobConfig, ModelConfig
 from ftplat.data.compact import build_chunked_table, build_compact_table, build_table_fingerprint
+from ftplat.data.overlap import run_overlap_checks
 from ftplat.data.sources import load_raw_splits
 from ftplat.data.tokenizer import build_tokenizer, check_max_length_fits
 from ftplat.errors import UserError
@@ -270,6 +271,8 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
                         ex.dropped, split, role)
     tokenizer = task.prepare_tokenizer(build_tokenizer(model))
     check_max_length_fits(data, model, tokenizer)
+    shared = run_overlap_checks(roles[TRAIN][0].inputs,
+                                {role: (ex.inputs, split) for role, (ex, split) in roles.items() if role != TRAIN})
     tables: dict[str, pa.Table] = {}
     stats: dict[str, Any] = {"selection": plan.source}
     for role, (ex, split) in roles.items():
@@ -277,7 +280,8 @@ def build_tokenized_tables(job: JobConfig) -> TokenizedData:
         logger.info("Tokenizing %d %s rows (split %r)", len(ex), role, split)
         tables[role] = build_task_table(task, tokenizer, ex, data)
         stats[role] = {**build_role_stats(ex, task, split, tables[role]),
-                       **task.run_table_checks(tokenizer, ex, tables[role], role, data)}
+                       **task.run_table_checks(tokenizer, ex, tables[role], role, data),
+                       **({"rows_in_train": shared[role]} if role in shared else {})}
     # What a --resume and a reproduction check they run on (the source may change under a name).
     stats["fingerprints"] = {role: build_table_fingerprint(table) for role, table in tables.items()}
     stats["seconds"] = round(time.perf_counter() - start, 2)
