@@ -252,6 +252,12 @@ def test_empty_texts_are_refused_or_dropped_as_configured(tmp_path, tiny_model_d
     assert out.stats["eval"]["split"] == "train (held out)" and out.eval.num_rows == 1
     assert out.stats["train"]["dropped_empty_texts"] == 3 and "dropped_empty_texts" not in out.stats["eval"]
     assert caplog.text.count("left out 3 empty or whitespace-only texts") == 1
+    # Invisible format characters alone (a zero-width space, a byte-order mark, a soft hyphen)
+    # are no text either: they tokenized to [CLS] [SEP]
+    pq.write_table(pa.table({"text": ["good film", "\u200b", "\ufeff \u00ad", "bad \u200bfilm"], "label": [1, 0, 0, 1]}),
+                   tmp_path / "train.parquet")
+    out = build_tokenized_tables(job_of(data(empty_texts="drop"), model))
+    assert out.stats["train"]["dropped_empty_texts"] == 2 and out.train.num_rows == 2
 
 
 def test_each_split_is_read_with_its_own_column_types(tmp_path):

@@ -85,9 +85,9 @@ class DataConfig(StrictModel):
     subset_seed: int = 42
     """Seed of the stratified subsets."""
     empty_texts: Literal["error", "drop"] = "error"
-    """Rows whose text is empty, whitespace-only or missing: ``error`` refuses the data and
-    names the split and the count; ``drop`` leaves them out (the count is logged) before the
-    subsets are drawn."""
+    """Rows whose text is empty, whitespace-only (zero-width and other invisible format
+    characters count as space) or missing: ``error`` refuses the data and names the split and
+    the count; ``drop`` leaves them out (the count is logged) before the subsets are drawn."""
 
     @model_validator(mode="after")
     def _prompt_with_completion(self):

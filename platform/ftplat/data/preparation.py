@@ -8,6 +8,7 @@ node), so no trial re-reads or re-tokenizes the data.
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -75,13 +76,19 @@ ROLE_FIELDS = {"text": "text_column", "text_pair": "text_pair_column", "tokens":
                "prompt": "prompt_column", "completion": "completion_column"}
 
 
+#: A text with nothing to read: whitespace and the invisible format characters a tokenizer
+#: drops (zero-width space and joiners, word joiner, byte-order mark, soft hyphen); such a text
+#: trained as [CLS] [SEP]. Matching stops at the first visible character.
+BLANK_TEXT = re.compile(r"[\s\u200b-\u200f\u2060-\u2064\ufeff\u00ad]*")
+
+
 def select_empty_text_rows(texts: list[Any], field: str, column: str, split: str) -> list[int]:
     """Rows whose text (or word list) is empty, whitespace-only or missing; ``UserError`` on
     a value that is neither (a number: the wrong column)."""
     empty = []
     for row, text in enumerate(texts):
         if isinstance(text, str):
-            if not text.strip():
+            if BLANK_TEXT.fullmatch(text):
                 empty.append(row)
         elif isinstance(text, (list, tuple)) and field == "tokens_column":  # a word list
             if not text:
