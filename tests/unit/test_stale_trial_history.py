@@ -112,3 +112,19 @@ def test_evaluations_rebuilt_from_the_trainer_state_keep_their_train_loss(tmp_pa
     (folder / "trainer_state.json").write_text(json.dumps({"log_history": log}))
     evals = read_trainer_state_evals(str(tmp_path / "train-a"), METRIC)
     assert [(e["step"], e["train_loss"]) for e in evals] == [(10, 0.7), (20, 0.5)]
+
+
+def test_the_trainer_state_fills_in_before_tunes_last_report_never_after_it():
+    """A trial ASHA stopped at its first evaluation trained on until it was killed: the newer
+    checkpoint's Trainer state gave it evaluations the scheduler and the searcher never saw,
+    for some stopped trials and not others (by timing), and its summary score came from them."""
+    from ftplat.tune.summary import build_trial_history
+
+    def row(step, value):
+        return {"step": step, METRIC: value, "num_evaluations": step // 2}
+
+    stopped = build_trial_history([row(2, 0.5)], [row(2, 0.5), row(4, 0.9)])
+    assert [r["step"] for r in stopped] == [2]
+    # A resumed trial's rows start where it resumed: the Trainer state fills in the earlier ones
+    resumed = build_trial_history([row(6, 0.7), row(8, 0.8)], [row(2, 0.5), row(4, 0.6), row(6, 0.7)])
+    assert [r["step"] for r in resumed] == [2, 4, 6, 8]

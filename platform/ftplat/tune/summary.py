@@ -58,14 +58,18 @@ def build_trial_history(tune_rows: list[dict], trainer_evals: list[dict] = ()) -
 
     Tune's rows first (of two reports of one step, the later wins: a restarted trial reports
     again what a crash rolled back), then the evaluations only the Trainer state remembers (Tune's
-    rows of a trial begin again where a restart resumed it). The summary and live retention
-    score this same history, so they rank trials alike.
+    rows of a trial begin again where a restart resumed it), up to the last step Tune was told
+    of: a trial ASHA stopped trains on until it is killed (reports reach Tune late), and the
+    evaluations after the one it was stopped at are neither the scheduler's nor the searcher's.
+    The summary and live retention score this same history, so they rank trials alike.
     """
     by_step: dict[Any, dict] = {}
     for row in tune_rows:
         by_step[row.get("step")] = row
+    steps = [s for s in by_step if s is not None]
+    last = max(steps) if steps else None
     for e in trainer_evals:
-        if e.get("step") is not None and e["step"] not in by_step:
+        if e.get("step") is not None and e["step"] not in by_step and (last is None or e["step"] <= last):
             by_step[e["step"]] = {**build_history_row(e), CHECKPOINT_NAME_KEY: build_checkpoint_name(e["step"]),
                                   "source": "trainer_state"}
     merged = sorted(by_step.values(), key=lambda r: r.get("step") or 0)
