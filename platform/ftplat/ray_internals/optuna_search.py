@@ -60,7 +60,22 @@ class ResumableOptunaSearch(OptunaSearch):
         super().on_trial_result(trial_id, build_finite_objective(result, self.metric, self.mode))
 
     def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
-        super().on_trial_complete(trial_id, build_finite_objective(result, self.metric, self.mode), error)
+        result = build_finite_objective(result, self.metric, self.mode)
+        if result is not None and not error:
+            self._report_last(trial_id, result)
+        super().on_trial_complete(trial_id, result, error)
+
+    def _report_last(self, trial_id: str, result: dict[str, Any]) -> None:
+        """The evaluation a trial ended at, as an intermediate value when the study lacks it:
+        Tune passes the result ASHA stopped a trial at to ``on_trial_complete`` only, so every
+        stopped trial's curve ended one evaluation early (a trial stopped at its first had none)."""
+        ot_trial = self._ot_trials.get(trial_id)
+        step = result.get(NUM_EVALUATIONS, result.get(TRAINING_ITERATION))
+        if ot_trial is None or step is None or result.get(self.metric) is None:
+            return
+        stored = self._ot_study._storage.get_trial(ot_trial._trial_id)
+        if stored.state == TrialState.RUNNING and step not in stored.intermediate_values:
+            ot_trial.report(result[self.metric], step)
 
     def _reopen(self, trial_id: str) -> None:
         """A new RUNNING Optuna trial of the failed one's values, made directly: a queued one
