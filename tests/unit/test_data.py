@@ -400,3 +400,20 @@ def test_rows_the_selection_and_test_splits_share_with_train_are_counted(tmp_pat
     assert out.stats["test"]["rows_in_train"] == 3 and "rows_in_train" not in out.stats["eval"]
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert "3 of the 10 test rows (split 'test') have the inputs of a train row" in caplog.text
+
+
+def test_a_saved_dataset_dict_folder_is_read_by_its_splits(tmp_path):
+    """save_to_disk's folder was refused with 'found splits [dataset_dict]' and a hint that
+    would have read its JSON as data."""
+    import datasets
+
+    from ftplat.data.sources import load_local_splits
+
+    rows = {"text": ["good", "bad"], "label": [1, 0]}
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict(rows),
+                          "test": datasets.Dataset.from_dict(rows)}).save_to_disk(str(tmp_path / "saved"))
+    splits = load_local_splits(tmp_path / "saved", DataConfig(), ["train"], ["validation", "test"])
+    assert set(splits) == {"train", "test"} and splits["train"]["text"] == ["good", "bad"]
+    with pytest.raises(ValueError, match=r"the saved DatasetDict has no split\(s\) \['dev'\] \(it has \['test', "
+                                         r"'train'\]\)"):
+        load_local_splits(tmp_path / "saved", DataConfig(), ["train", "dev"], [])

@@ -35,7 +35,7 @@ class DataConfig(StrictModel):
 
     source: str = "stanfordnlp/imdb"
     """Hub id, a local directory of parquet/CSV/JSON(L) files named after their splits
-    (``train.parquet``, ``test-00000-of-00001.parquet``...), or an ``aclImdb/`` folder."""
+    (``train.parquet``, ``test-00000-of-00001.parquet``...), an ``aclImdb/`` folder, or a ``DatasetDict.save_to_disk`` folder."""
     config_name: str | None = None
     """The hub dataset's configuration (``glue`` with ``mrpc``)."""
     revision: str | None = None

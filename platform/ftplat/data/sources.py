@@ -91,6 +91,14 @@ def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
             for s in dict.fromkeys(present)
         }
 
+    if (path / "dataset_dict.json").is_file():  # DatasetDict.save_to_disk's folder
+        saved = datasets.load_from_disk(str(path))
+        missing = [s for s in required if s not in saved]
+        if missing:
+            raise UserError(f"data.source {str(path)!r}: the saved DatasetDict has no split(s) {missing} (it has "
+                            f"{sorted(saved)}); set data.train_split / data.validation.split / data.eval_split")
+        return {s: saved[s] for s in dict.fromkeys(required + optional) if s in saved}
+
     files_by_split: dict[str, list[str]] = defaultdict(list)
     builders = set()
     for file in sorted(p for p in path.iterdir() if p.is_file()):
