@@ -398,7 +398,7 @@ def test_rows_the_selection_and_test_splits_share_with_train_are_counted(tmp_pat
     with caplog.at_level(logging.INFO, logger="ftplat.data.overlap"):
         out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path)), model))
     assert out.stats["test"]["rows_in_train"] == 3 and "rows_in_train" not in out.stats["eval"]
-    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert [r.levelname for r in caplog.records if r.name == "ftplat.data.overlap"] == ["WARNING"]
     assert "3 of the 10 test rows (split 'test') have the inputs of a train row" in caplog.text
 
 
