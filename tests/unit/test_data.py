@@ -177,6 +177,10 @@ def test_labels_outside_num_labels_and_string_labels(tmp_path, tiny_model_dir):
         (tmp_path / f"{split}.jsonl").write_text('{"text": "a", "label": "1"}\n{"text": "b", "label": "0"}\n')
     out = build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), model))
     assert out.train["labels"].to_pylist() == [1, 0]
+    # Digits that are partly names of model.id2label are not guessed at: refused as before
+    starred = ModelConfig(name_or_path=str(tiny_model_dir), id2label={0: "1", 1: "2"})
+    with pytest.raises(ValueError, match=r"holds labels \['0'\] that model.id2label"):
+        build_tokenized_tables(job_of(DataConfig(source=str(tmp_path), eval_split="test"), starred))
 
 
 def write_class_label_splits(folder, names: list[str], labels: list[int]) -> str:

@@ -52,8 +52,10 @@ def build_class_ids(values: list[Any], *, feature: Any, column: str, data: Any, 
     if array.dtype.kind in "OUS":
         label2id = {v: k for k, v in (model.id2label or {}).items()}
         unknown = sorted({str(v) for v in values} - {str(k) for k in label2id})
-        if unknown and all(isinstance(v, str) and v.strip().isdigit() for v in values):
-            array = np.asarray([int(v) for v in values])  # ids written as text ("0", "1" in JSON)
+        if (unknown and len(unknown) == len({str(v) for v in values})
+                and all(isinstance(v, str) and v.strip().isdigit() for v in values)):
+            # Ids written as text ("0", "1" in JSON): no value is a name, so none is read as one.
+            array = np.asarray([int(v) for v in values])
             unknown = []
         if unknown:
             raise UserError(f"data.{column} of split {split!r} holds labels {unknown[:5]} that model.id2label "
