@@ -41,7 +41,8 @@ def test_a_folder_one_node_does_not_see_is_refused_naming_the_node(nodes, tmp_pa
                                         r"cluster's 2 nodes \(10.0.0.2\) do not see .* give a folder mounted on "
                                         r"every node \(NFS\) or object storage"):
         shared_storage.check_storage_shared(str(tmp_path))
-    assert asked == [(str(tmp_path / shared_storage.PROBE_NAME), True)]  # the probe held the token
+    [(path, held)] = asked
+    assert held and os.path.basename(path).startswith(shared_storage.PROBE_NAME + "-")  # the probe held the token
     assert os.listdir(tmp_path) == []  # and is removed
 
 
@@ -67,3 +68,34 @@ def test_object_storage_and_one_node_clusters_are_not_probed(monkeypatch, tmp_pa
     monkeypatch.setattr(shared_storage.ray, "nodes", lambda: TWO_NODES[:1] + TWO_NODES[2:])
     shared_storage.check_storage_shared(str(tmp_path))
     assert os.listdir(tmp_path) == []
+
+
+def test_two_sweeps_starting_on_one_storage_root_do_not_read_each_others_probe(nodes, tmp_path, monkeypatch):
+    """One fixed probe name: the second sweep overwrote the first's token (refused: "a folder of
+    this node only") and then deleted its file (FileNotFoundError)."""
+    import threading
+
+    seen, both = [], threading.Barrier(2)
+
+    def read(path, token, *, timeout_s):
+        both.wait(timeout=10)  # both probes written before either is read
+        with open(path) as f:
+            seen.append(f.read() == token)
+        both.wait(timeout=10)
+        return [("10.0.0.1", True), ("10.0.0.2", True)]
+
+    monkeypatch.setattr(shared_storage, "read_probe_on_nodes", read)
+    errors = []
+
+    def sweep():
+        try:
+            shared_storage.check_storage_shared(str(tmp_path))
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=sweep) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == [] and seen == [True, True] and os.listdir(tmp_path) == []

@@ -422,6 +422,10 @@ def test_data_preparation_and_a_training_epoch(kind, mlm_dir, llama_dirs, tmp_pa
         assert trainer.evaluate()["eval_loss"] == pytest.approx(metrics["eval_loss"], rel=1e-6)
         trainer.args.per_device_eval_batch_size = 1
         assert trainer.evaluate()["eval_perplexity"] == pytest.approx(metrics["eval_perplexity"], rel=1e-4)
+        # ...and so does a trial of another (searched) training.seed: the masks are the sweep's
+        other = build_trainer(job.model_copy(update={"training": job.training.model_copy(update={"seed": 7})}),
+                              train_table=None, eval_table=tokenized.eval, output_dir=str(tmp_path / "o7"))
+        assert other.eval_dataset["input_ids"] == trainer.eval_dataset["input_ids"]
 
 
 def test_an_mlm_model_seeds_a_text_classification_model(mlm_dir):

@@ -20,7 +20,7 @@ class ValidationConfig(StrictModel):
     """Held out of train when there is no validation split: below 1 a fraction, 1 or more a
     number of rows."""
     seed: int = 42
-    """Seed of the hold-out draw."""
+    """Seed of the hold-out draw, and of masked-lm's evaluation masks (the same for every trial)."""
 
     @field_validator("holdout")
     @classmethod

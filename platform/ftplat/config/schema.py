@@ -37,7 +37,7 @@ class TaskConfig(StrictModel):
     mlm_probability: float = Field(default=0.15, gt=0, lt=1)
     """masked-lm: the share of tokens masked for the model to predict (run_mlm.py's 0.15);
     searchable as ``task.mlm_probability``. Evaluation masks at the same rate, once per trial
-    (seeded by training.seed): every evaluation scores the same tokens."""
+    (seeded by data.validation.seed): every evaluation scores the same tokens."""
     line_by_line: bool = False
     """masked-lm: each text is one sequence, truncated to data.max_length. false (run_mlm.py's
     default): the texts are concatenated and cut into data.max_length blocks."""

@@ -5,7 +5,7 @@ cut into ``data.max_length`` blocks (``task.line_by_line: true``: one truncated 
 text). The tables hold no labels: ``DataCollatorForLanguageModeling`` masks
 ``task.mlm_probability`` of each training batch's tokens (80% become the mask token, 10% a
 random token, 10% stay) and labels those positions only. The eval and test tables are masked
-the same way once per trial, seeded by ``training.seed`` (``mlm_masking.py``), so every
+the same way once per trial, seeded by ``data.validation.seed`` (``mlm_masking.py``), so every
 evaluation scores the same tokens. Accuracy is over the masked tokens, perplexity is exp of
 their mean NLL (language_model.py).
 

@@ -4,9 +4,10 @@ once for an evaluation table.
 ``DataCollatorForLanguageModeling`` masks each batch it collates, evaluation batches included,
 with the process's random state: each evaluation of a checkpoint then scored other tokens, and
 the noise chose best checkpoints and scope scores (two checkpoints' perplexities swapped order
-from one draw to the next). Here an evaluation table is masked once, seeded (the trial's
-``training.seed``, at its ``task.mlm_probability``), and keeps its labels; the collator masks
-only rows that come without labels (training's).
+from one draw to the next). Here an evaluation table is masked once, seeded by
+``data.validation.seed`` (which no trial varies: ``training.seed`` can be searched) at the
+trial's ``task.mlm_probability``, and keeps its labels; the collator masks only rows that come
+without labels (training's).
 """
 
 from __future__ import annotations

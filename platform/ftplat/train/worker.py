@@ -71,7 +71,9 @@ def build_trainer(
     return set_loss_kwargs_path(Trainer(
         args=args,
         train_dataset=build_torch_dataset(train_table) if train_table is not None else None,
-        eval_dataset=build_torch_dataset(task.build_evaluation_table(eval_table, tokenizer, seed=job.training.seed)),
+        # Seeded by a data setting, which no trial varies (training.seed can be searched).
+        eval_dataset=build_torch_dataset(task.build_evaluation_table(eval_table, tokenizer,
+                                                                     seed=job.data.validation.seed)),
         processing_class=tokenizer,
         data_collator=task.build_collator(tokenizer),
         compute_metrics=task.compute_metrics,

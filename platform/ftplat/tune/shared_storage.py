@@ -12,6 +12,7 @@ the same everywhere and is not probed; nodes that join later (an autoscaler's) a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import posixpath
@@ -82,13 +83,15 @@ def check_storage_shared(uri: str, *, timeout_s: float = ANSWER_TIMEOUT_S) -> No
     if nodes < 2:
         return
     token = secrets.token_hex(16)
-    probe = posixpath.join(root, PROBE_NAME)
+    # A name of its own: two sweeps starting on one storage root must not read each other's.
+    probe = posixpath.join(root, f"{PROBE_NAME}-{token}")
     with open(probe, "w") as f:
         f.write(token)
     try:
         answers = read_probe_on_nodes(probe, token, timeout_s=timeout_s)
     finally:
-        os.remove(probe)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(probe)
     blind = [address for address, sees in answers if sees is False]
     if blind:
         raise UserError(build_unshared_storage_message(uri, blind, nodes))
