@@ -16,7 +16,6 @@ builds labels or the model, or from :meth:`TokenClassification.bind_model`.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import numpy as np
@@ -24,9 +23,7 @@ import numpy as np
 from ftplat.errors import UserError
 from ftplat.tasks.base import IGNORED_LABEL, Task, column_list, is_missing_value
 from ftplat.tasks.text_classification import build_class_ids
-from ftplat.tasks.word_tokens import build_truncation_counts, build_window_overlap, run_add_prefix_space
-
-logger = logging.getLogger(__name__)
+from ftplat.tasks.word_tokens import build_window_overlap, run_add_prefix_space, run_truncation_checks
 
 #: Tag prefixes seqeval's default mode reads (IOB1/IOB2/IOBES); ``O`` is outside any entity.
 TAG_PREFIXES = ("B", "I", "E", "S")
@@ -209,33 +206,9 @@ class TokenClassification(Task):
 
     def run_table_checks(self, tokenizer: Any, examples: Any, table: Any, role: str, data: Any) -> dict[str, Any]:
         """Words past data.max_length are neither trained nor scored: their entities count
-        neither as found nor as missed (serving tags them, in windows). Only the rows that
-        fill data.max_length can have been cut; those are encoded again to see which word
-        each reached."""
-        import pyarrow.compute as pc
-
-        if "attention_mask" in table.column_names:  # padded rows count their real tokens
-            mask = table.column("attention_mask").combine_chunks()
-            lengths = np.bincount(np.asarray(pc.list_parent_indices(mask)), weights=np.asarray(pc.list_flatten(mask)),
-                                  minlength=table.num_rows)
-        else:
-            lengths = np.asarray(pc.list_value_length(table.column("input_ids").combine_chunks()))
-        full = [int(i) for i in np.flatnonzero(lengths >= data.max_length)]
-        if not full:
-            return {}
-        words = examples.inputs["tokens"]
-        encoded = tokenizer([list(words[i]) for i in full], is_split_into_words=True, truncation=True,
-                            max_length=data.max_length)
-        reached = {i: 1 + max((w for w in encoded.word_ids(j) if w is not None), default=-1)
-                   for j, i in enumerate(full)}
-        counts = build_truncation_counts(words, examples.labels, reached, self.id2label)
-        if not counts["rows_cut"]:
-            return {}
-        entities = f" and {counts['entities_cut']} entities" if "entities_cut" in counts else ""
-        logger.warning("data.max_length %d cuts %d of the %s split's %d rows: %d words%s past it are not %s; raise "
-                       "data.max_length", data.max_length, counts["rows_cut"], role, len(examples), counts["words_cut"],
-                       entities, "trained" if role == "train" else "scored (precision, recall and F1 leave them out)")
-        return counts
+        neither as found nor as missed (serving tags them, in windows)."""
+        return run_truncation_checks(tokenizer, examples.inputs["tokens"], examples.labels, table, role=role,
+                                     max_length=data.max_length, id2label=self.id2label)
 
     def prepare_tokenizer(self, tokenizer: Any) -> Any:
         """A byte-level BPE tokenizer (RoBERTa, Longformer, GPT-2, BLOOM, DeBERTa) encodes a word

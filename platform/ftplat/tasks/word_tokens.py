@@ -8,7 +8,10 @@ windows no longer than training's sequences.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 #: The ``tokenizers`` components of a byte-level BPE tokenizer that hold ``add_prefix_space``.
 BYTE_LEVEL_TYPES = ("ByteLevel", "RobertaProcessing")
@@ -63,6 +66,36 @@ def build_truncation_counts(words: list[Any], tags: Any, reached: dict[int, int]
             entities_cut += sum(1 for _, _, end in get_entities([id2label[int(t)] for t in tags[i]]) if end >= k)
     counts = {"rows_cut": rows, "words_cut": words_cut}
     return {**counts, "entities_cut": entities_cut} if id2label is not None else counts
+
+
+def run_truncation_checks(tokenizer: Any, words: list[Any], tags: Any, table: Any, *, role: str, max_length: int,
+                          id2label: dict[int, str] | None) -> dict[str, int]:
+    """``build_truncation_counts`` of a tokenized split, logged as a warning when some row was
+    cut. Only the rows that fill ``max_length`` can have been cut; those are encoded again to
+    see which word each reached."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    if "attention_mask" in table.column_names:  # padded rows count their real tokens
+        mask = table.column("attention_mask").combine_chunks()
+        lengths = np.bincount(np.asarray(pc.list_parent_indices(mask)), weights=np.asarray(pc.list_flatten(mask)),
+                              minlength=table.num_rows)
+    else:
+        lengths = np.asarray(pc.list_value_length(table.column("input_ids").combine_chunks()))
+    full = [int(i) for i in np.flatnonzero(lengths >= max_length)]
+    if not full:
+        return {}
+    encoded = tokenizer([list(words[i]) for i in full], is_split_into_words=True, truncation=True,
+                        max_length=max_length)
+    reached = {i: 1 + max((w for w in encoded.word_ids(j) if w is not None), default=-1) for j, i in enumerate(full)}
+    counts = build_truncation_counts(words, tags, reached, id2label)
+    if not counts["rows_cut"]:
+        return {}
+    entities = f" and {counts['entities_cut']} entities" if "entities_cut" in counts else ""
+    logger.warning("data.max_length %d cuts %d of the %s split's %d rows: %d words%s past it are not %s; raise "
+                   "data.max_length", max_length, counts["rows_cut"], role, len(words), counts["words_cut"], entities,
+                   "trained" if role == "train" else "scored (precision, recall and F1 leave them out)")
+    return counts
 
 
 def build_window_overlap(max_length: int) -> int:
