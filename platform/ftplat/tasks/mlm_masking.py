@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
-from transformers import DataCollatorForLanguageModeling
+from transformers import DataCollatorForLanguageModeling, DataCollatorForTokenClassification
 
 from ftplat.tasks.base import IGNORED_LABEL
 
@@ -30,17 +30,10 @@ class MaskOnceCollator(DataCollatorForLanguageModeling):
     def torch_call(self, examples: list[Any]) -> dict[str, Any]:
         if not examples or not isinstance(examples[0], dict) or "labels" not in examples[0]:
             return super().torch_call(examples)
-        import torch
-
-        labels = [list(e["labels"]) for e in examples]
-        batch = self.tokenizer.pad([{k: v for k, v in e.items() if k != "labels"} for e in examples],
-                                   return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of)
-        width = batch["input_ids"].shape[1]
-        left = self.tokenizer.padding_side == "left"
-        padded = [([IGNORED_LABEL] * (width - len(row)) + row) if left else (row + [IGNORED_LABEL] * (width - len(row)))
-                  for row in labels]
-        batch["labels"] = torch.tensor(padded, dtype=torch.long)
-        return batch
+        # Padding inputs and labels (ignored) on the tokenizer's side is what the token
+        # classification collator does.
+        return DataCollatorForTokenClassification(self.tokenizer, pad_to_multiple_of=self.pad_to_multiple_of,
+                                                  label_pad_token_id=IGNORED_LABEL)(examples)
 
 
 def build_masked_table(table: pa.Table, tokenizer: Any, *, mlm_probability: float, seed: int) -> pa.Table:
