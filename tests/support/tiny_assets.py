@@ -43,6 +43,17 @@ def write_sentiment_dataset(root: Path, n_train: int = 256, n_eval: int = 128) -
     return root
 
 
+def save_seeded_model(model_class, config, root: Path, seed: int = 0) -> None:
+    """Initialise ``model_class(config)`` from its own seeded generator and save it: a test's
+    model must not take its weights from whatever the process drew before (a learning-quality
+    assertion then passes or fails by test order)."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model_class(config).save_pretrained(root)
+
+
 def write_tiny_bert(root: Path) -> Path:
     """Save a 2-layer, 32-wide BERT and its tokenizer (trained here) to ``root``."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
@@ -64,7 +75,7 @@ def write_tiny_bert(root: Path) -> Path:
     fast.save_pretrained(root)
     config = BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
-    BertForSequenceClassification(config).save_pretrained(root)
+    save_seeded_model(BertForSequenceClassification, config, root)
     return root
 
 
@@ -82,7 +93,7 @@ def write_tiny_headless_bert(root: Path, words: list[str]) -> Path:
     tokenizer.save_pretrained(root)
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=37, max_position_embeddings=64)
-    BertModel(config).save_pretrained(root)
+    save_seeded_model(BertModel, config, root)
     return root
 
 
@@ -99,7 +110,7 @@ def write_tiny_bert_mlm(root: Path, words: list[str]) -> Path:
     tokenizer.save_pretrained(root)
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                         intermediate_size=37, max_position_embeddings=64)
-    BertForMaskedLM(config).save_pretrained(root)
+    save_seeded_model(BertForMaskedLM, config, root)
     return root
 
 
@@ -150,7 +161,7 @@ def write_tiny_llama(root: Path, *, chat_template: bool = False, pad_token: bool
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(root)
+    save_seeded_model(LlamaForCausalLM, config, root)
     return root
 
 
