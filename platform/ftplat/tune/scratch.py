@@ -21,10 +21,10 @@ from typing import Any
 
 import ray
 from ray.tune import Callback
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ftplat.layout import build_train_run_name, read_trial_finished
 from ftplat.train.scratch import run_remove_scratch
+from ftplat.tune.every_node import run_on_every_node
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +39,7 @@ _remove_on_node = ray.remote(num_cpus=0, max_retries=0)(run_remove_scratch)
 
 def run_remove_scratch_on_nodes(run_names: list[str]) -> list[ray.ObjectRef]:
     """Start one removal task per alive node; return their references (see ``read_removals``)."""
-    refs = []
-    for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
-        strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-        refs.append(_remove_on_node.options(scheduling_strategy=strategy).remote(list(run_names)))
-    return refs
+    return [ref for _, ref in run_on_every_node(_remove_on_node, list(run_names))]
 
 
 def read_removals(refs: list[ray.ObjectRef], timeout_s: float) -> list[ray.ObjectRef]:

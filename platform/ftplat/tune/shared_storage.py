@@ -19,10 +19,10 @@ import posixpath
 import secrets
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ftplat.errors import UserError
 from ftplat.storage import resolve_storage
+from ftplat.tune.every_node import build_alive_nodes, run_on_every_node
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +46,7 @@ _read_probe_on_node = ray.remote(num_cpus=0, max_retries=0)(read_probe)
 def read_probe_on_nodes(path: str, token: str, *, timeout_s: float = ANSWER_TIMEOUT_S) -> list[tuple[str, bool | None]]:
     """``(node address, sees the probe)`` for each alive node; None for a node that did not
     answer within ``timeout_s``."""
-    refs = []
-    for node in ray.nodes():
-        if node.get("Alive"):
-            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-            refs.append((node["NodeManagerAddress"],
-                         _read_probe_on_node.options(scheduling_strategy=strategy).remote(path, token)))
+    refs = run_on_every_node(_read_probe_on_node, path, token)
     done, _ = ray.wait([ref for _, ref in refs], num_returns=len(refs), timeout=timeout_s)
     done_ids = set(done)
     answers = []
@@ -79,7 +74,7 @@ def check_storage_shared(uri: str, *, timeout_s: float = ANSWER_TIMEOUT_S) -> No
     fs, root = resolve_storage(uri)
     if fs.type_name != "local" or not ray.is_initialized():
         return
-    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    nodes = len(build_alive_nodes())
     if nodes < 2:
         return
     token = secrets.token_hex(16)
