@@ -112,7 +112,7 @@ def test_bad_columns_and_splits(sentiment_data_dir, cfg, expected):
 def test_missing_and_empty_sources(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         load(DataConfig(source=str(tmp_path / "nope")))
-    with pytest.raises(ValueError, match="no parquet, CSV or JSON files"):
+    with pytest.raises(ValueError, match="no parquet, CSV, TSV or JSON files"):
         load(DataConfig(source=str(tmp_path)))
 
 
@@ -381,7 +381,7 @@ def test_a_hub_repository_layout_names_the_folder_that_holds_the_files(tmp_path)
     (tmp_path / "data").mkdir()
     pq.write_table(pa.table({"text": ["a"], "label": [0]}), tmp_path / "data" / "train-00000-of-00001.parquet")
     (tmp_path / "README.md").write_text("# a dataset card")
-    with pytest.raises(ValueError, match=r"no parquet, CSV or JSON files and no aclImdb folder found; data/ holds "
+    with pytest.raises(ValueError, match=r"no parquet, CSV, TSV or JSON files and no aclImdb folder found; data/ holds "
                                          r"some: give '.*/data' as data.source"):
         load_local_splits(tmp_path, DataConfig(), ["train"], [])
     assert set(load_local_splits(tmp_path / "data", DataConfig(), ["train"], [])) == {"train"}

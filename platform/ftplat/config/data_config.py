@@ -34,8 +34,9 @@ class DataConfig(StrictModel):
     """Where the task's data comes from, which columns it reads and how much of it is used."""
 
     source: str = "stanfordnlp/imdb"
-    """Hub id, a local directory of parquet/CSV/JSON(L) files named after their splits
-    (``train.parquet``, ``test-00000-of-00001.parquet``...), an ``aclImdb/`` folder, or a ``DatasetDict.save_to_disk`` folder."""
+    """Hub id, a local directory of parquet/CSV/TSV/JSON(L) files named after their splits
+    (``train.parquet``, ``test-00000-of-00001.parquet``, ``dev.tsv``, ``train.jsonl.gz``...; CSV, TSV and JSON may be
+    gzip/bz2/xz-compressed), an ``aclImdb/`` folder, or a ``DatasetDict.save_to_disk`` folder."""
     config_name: str | None = None
     """The hub dataset's configuration (``glue`` with ``mrpc``)."""
     revision: str | None = None

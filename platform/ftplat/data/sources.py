@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import logging
 import re
 from collections import defaultdict
@@ -19,7 +20,24 @@ logger = logging.getLogger(__name__)
 #: File names users give a validation split other than the hub's ``validation``.
 VALIDATION_LIKE = frozenset({"dev", "development", "val", "valid", "eval", "evaluation"})
 
-_BUILDERS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+#: A data file's format by its extension; TSV is read as CSV with tabs.
+_FORMATS = {".parquet": "parquet", ".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "json"}
+#: Compressions datasets opens for its CSV and JSON readers (train.jsonl.gz, test.csv.bz2).
+_COMPRESSIONS = (".gz", ".bz2", ".xz")
+
+
+def read_file_format(name: str) -> tuple[str | None, str]:
+    """``(format, name without its extensions)`` of a data file; format None for any other
+    file (a README, a compressed parquet file, which parquet compresses inside)."""
+    base = name
+    compressed = base.lower().endswith(_COMPRESSIONS)
+    if compressed:
+        base = base[: base.rindex(".")]
+    stem, dot, extension = base.rpartition(".")
+    form = _FORMATS.get(f".{extension.lower()}") if dot and stem else None
+    if form == "parquet" and compressed:
+        return None, name
+    return form, stem if form else name
 
 
 def find_acl_imdb_root(path: Path) -> Path | None:
@@ -36,9 +54,9 @@ _SHARD_SUFFIX = re.compile(r"[-_.](?:\d+-of-\d+|part[-_]?\d+|\d+)$")
 
 
 def _split_of(file: Path) -> str:
-    """The split a file holds: its name without the extension and any shard number
-    ("train-00000-of-00002.parquet", "test_part1.csv", "validation_matched.jsonl")."""
-    return _SHARD_SUFFIX.sub("", file.name[: -len(file.suffix)])
+    """The split a file holds: its name without the extensions and any shard number
+    ("train-00000-of-00002.parquet", "test_part1.csv", "validation_matched.jsonl.gz")."""
+    return _SHARD_SUFFIX.sub("", read_file_format(file.name)[1])
 
 
 #: The label columns of an aclImdb folder: the sentiment its folder says (0 neg, 1 pos), and the
@@ -75,7 +93,8 @@ def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
         # One file holds one split (its name says which), and a sweep needs at least two.
         raise UserError(
             f"data.source {str(path)!r} is a file; give the folder that holds it, with one file (or more) per "
-            f"split named after the split: {cfg.train_split}.parquet, test.parquet... (or .csv, .json, .jsonl)"
+            f"split named after the split: {cfg.train_split}.parquet, test.parquet... (or .csv, .tsv, .json, .jsonl, "
+            "those also gzip/bz2/xz-compressed)"
         )
     acl_root = find_acl_imdb_root(path)
     if acl_root is not None:
@@ -102,17 +121,17 @@ def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
     files_by_split: dict[str, list[str]] = defaultdict(list)
     builders = set()
     for file in sorted(p for p in path.iterdir() if p.is_file()):
-        builder = _BUILDERS.get(file.suffix.lower())
+        builder = read_file_format(file.name)[0]
         if builder:
             files_by_split[_split_of(file)].append(str(file))
             builders.add(builder)
     if not files_by_split:
         # A hub repository's layout (data/train-00000-of-00001.parquet), one level down.
-        below = sorted({str(f.parent.relative_to(path)) for f in path.glob("*/*") if f.suffix.lower() in _BUILDERS})
+        below = sorted({str(f.parent.relative_to(path)) for f in path.glob("*/*") if read_file_format(f.name)[0]})
         hint = (f"; {below[0]}/ holds some: give {str(path / below[0])!r} as data.source (its files named "
                 "after their split)" if below else "")
         raise UserError(
-            f"data.source {str(path)!r}: no parquet, CSV or JSON files and no aclImdb folder found{hint}"
+            f"data.source {str(path)!r}: no parquet, CSV, TSV or JSON files and no aclImdb folder found{hint}"
         )
     if len(builders) > 1:
         raise UserError(f"data.source {str(path)!r}: mixes file formats {sorted(builders)}; keep one")
@@ -153,9 +172,14 @@ def load_split_files(builder: str, files: list[str], source: Path, split: str) -
     key = re.sub(r"\W", "_", split)  # datasets takes \w+ split names; a file's may hold "-"
     # pandas reads "None", "NA", "null", "n/a", "nan"... as missing: a review or a class named so
     # would be dropped or refused. Only an empty cell is missing, as in JSON and parquet.
-    options = {"keep_default_na": False, "na_values": [""]} if builder == "csv" else {}
+    options = {"keep_default_na": False, "na_values": [""]} if builder in ("csv", "tsv") else {}
+    if builder == "tsv":
+        # A TSV field ends at a tab or a line end and quotes nothing (GLUE's files, IANA's
+        # text/tab-separated-values): a review holding one '"' would swallow the lines after it.
+        options.update(sep="\t", quoting=csv.QUOTE_NONE)
     try:
-        return datasets.load_dataset(builder, data_files={key: files}, split=key, **options)
+        return datasets.load_dataset("csv" if builder == "tsv" else builder, data_files={key: files}, split=key,
+                                     **options)
     except datasets.exceptions.DatasetGenerationError as exc:
         # A corrupt file, or files of one split whose columns differ: the data is at fault.
         cause = exc.__cause__ or exc
