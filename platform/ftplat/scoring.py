@@ -116,16 +116,19 @@ def select_best(candidates: Sequence[tuple[Any, dict[str, float]]], scope: str, 
     return best_key
 
 
-def rank_by_score(scores: Sequence[float | None], mode: str) -> list[int]:
-    """Indices of ``scores`` best first under ``mode``; non-finite or missing scores last;
-    ties keep the given order."""
+def rank_by_score(scores: Sequence[float | None], mode: str, completed: Sequence[bool] | None = None) -> list[int]:
+    """Indices of ``scores`` best first under ``mode``; non-finite or missing scores last. Of
+    equal scores, a trial that ``completed`` (Tune's TERMINATED) comes before one that did not,
+    as the summary's winner is chosen; then the given order."""
     check_mode(mode)
+    assert completed is None or len(completed) == len(scores)
 
-    def key(i: int) -> tuple[int, float, int]:
+    def key(i: int) -> tuple[int, float, bool, int]:
+        unfinished = completed is not None and not completed[i]
         score = scores[i]
         if not is_finite_score(score):
-            return (1, 0.0, i)
-        return (0, -score if mode == "max" else score, i)
+            return (1, 0.0, unfinished, i)
+        return (0, -score if mode == "max" else score, unfinished, i)
 
     return sorted(range(len(scores)), key=key)
 

@@ -247,6 +247,20 @@ def test_ranking_puts_non_finite_last_and_breaks_ties_by_trial_order():
     assert select_trial_ranking(trials, "min") == ["b", "e", "d", "a", "c", "f"]
 
 
+def test_of_equal_scores_a_completed_trial_leads_as_the_summary_chooses_its_winner():
+    # t0 failed midway with the score t1 finished with: the summary's winner is t1, so the
+    # trial retention guards while the sweep runs (no winner yet) must be t1, not t0.
+    failed = TrialCheckpoints("t0", ckpts([(1, 0.3), (2, 0.2)]), running=False, scope_score=0.8, completed=False)
+    done = TrialCheckpoints("t1", ckpts([(1, 0.4), (2, 0.5), (3, 0.6)]), running=False, scope_score=0.8,
+                            completed=True)
+    assert select_trial_ranking([failed, done], "max") == ["t1", "t0"]
+    assert select_trial_ranking([failed, done], "min") == ["t1", "t0"]
+    policy = RetentionPolicy(1, keep_top_k_trials=1, keep_trial_best=False, keep_trial_latest=False)
+    kept = select_sweep_keep([failed, done], policy, mode="max", greater_is_better=False, winner_trial_id=None)
+    assert kept[("t1", "checkpoint-1")].endswith("best of leading finished trial")
+    assert ("t0", "checkpoint-2") not in kept
+
+
 def test_sweep_policy_example():
     h = {"a": [(1, 0.5), (2, 0.9), (3, 0.4), (4, 0.3)], "b": [(1, 0.6), (2, 0.2), (3, NAN)], "c": [(1, 0.6), (2, 0.2)]}
     trials = [TrialCheckpoints("a", ckpts(h["a"]), running=False, scope_score=0.9),

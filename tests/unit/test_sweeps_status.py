@@ -4,6 +4,7 @@ trial's ``result.json``, ftplat's per-trial history and training record, and the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -20,6 +21,7 @@ from ftplat.records import Objective, SweepSummary, TrialRecord, Winner
 from ftplat.tune.status import (
     COMPLETED,
     STOPPED,
+    TRIAL_FAILED,
     TrialProgress,
     build_leader,
     build_remaining_s,
@@ -248,6 +250,8 @@ def test_remaining_time_shares_the_work_among_concurrent_trials():
     assert build_remaining_s(trials[2:], 10, 2) is None  # nothing done: no estimate
     assert build_leader(trials, "max") == "b" and build_leader(trials, "min") == "c"
     assert build_leader([_trial("nan", float("nan"), None, 1.0)], "max") is None
+    failed = dataclasses.replace(_trial("failed", 0.6, TRIAL_FAILED, 10.0), status="ERROR")
+    assert build_leader([failed, trials[1]], "max") == "b"  # of equal scores, the one the summary would choose
 
 
 def test_a_line_says_how_each_trial_ended(tmp_path, caplog):

@@ -176,8 +176,11 @@ def select_trial_keep(
 
 
 def select_trial_ranking(trials: Sequence[TrialCheckpoints], mode: str) -> list[str]:
-    """Trial ids best first by scope score; non-finite or missing last; ties keep input order."""
-    return [trials[i].trial_id for i in rank_by_score([t.scope_score for t in trials], mode)]
+    """Trial ids best first by scope score; non-finite or missing last; of equal scores the
+    completed trial first, then input order (the summary's winner rule: the leading finished
+    trial must be the winner-to-be, or its checkpoints go while the sweep runs)."""
+    return [trials[i].trial_id for i in rank_by_score([t.scope_score for t in trials], mode,
+                                                      [t.completed for t in trials])]
 
 
 def _latest(checkpoints: Sequence[CheckpointInfo]) -> CheckpointInfo | None:

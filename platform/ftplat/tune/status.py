@@ -29,7 +29,7 @@ from ftplat.checkpoints.gc import read_resumed_since_summary
 from ftplat.errors import UnreadableSweepError, UserError
 from ftplat.layout import build_summary_uri, build_sweep_config_uri
 from ftplat.ray_internals import read_torn_tune_state
-from ftplat.records import SweepSummary, TrialRecord, clean_value
+from ftplat.records import COMPLETED_STATUS, SweepSummary, TrialRecord, clean_value
 from ftplat.scoring import compute_history_stats, is_finite_score, rank_by_score, scope_score
 from ftplat.storage import join_uri, list_dir_names, path_exists, read_json, resolve_storage
 from ftplat.tune.live_trials import TrialTiming, read_live_trials
@@ -132,10 +132,11 @@ def build_trial_progress(record: TrialRecord, timing: TrialTiming, *, metric: st
 
 
 def build_leader(trials: list[TrialProgress], mode: str) -> str | None:
-    """The trial with the best finite score (ties: the earlier trial), as the winner is chosen."""
+    """The trial with the best finite score (ties: a completed trial, then the earlier), as the
+    winner is chosen."""
     if not trials:
         return None
-    first = rank_by_score([t.score for t in trials], mode)[0]
+    first = rank_by_score([t.score for t in trials], mode, [t.status == COMPLETED_STATUS for t in trials])[0]
     return trials[first].trial_id if is_finite_score(trials[first].score) else None
 
 
