@@ -122,6 +122,34 @@ def test_a_diverged_trial_is_the_worst_to_asha_and_to_optuna(tmp_path, mode, wor
     assert (trial.state, trial.value) == (TrialState.COMPLETE, worst)
 
 
+@pytest.mark.parametrize("order", [["diverged", "good", "weak"], ["good", "diverged", "weak"]])
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_a_diverged_trial_leaves_the_rung_cutoff_to_the_others(order, mode):
+    """A diverged trial recorded at a rung as -inf made Ray's interpolated cutoff -inf: a weak
+    trial after it (0.1 against 0.8) was never cut, where plain ASHA cuts it."""
+    import math
+    from types import SimpleNamespace
+
+    from ftplat.tune.spaces import FullLengthASHAScheduler
+
+    sign = 1 if mode == "max" else -1
+    values = {"diverged": math.nan, "good": sign * 0.8, "weak": sign * 0.1}
+    sched = FullLengthASHAScheduler(time_attr="num_evaluations", max_t=4, grace_period=2, reduction_factor=2)
+    sched.set_search_properties("objective", mode)
+    decide = {}
+    for trial_id in order:
+        sched._trial_info[trial_id] = sched._brackets[0]
+        trial = SimpleNamespace(trial_id=trial_id)
+        assert sched.on_trial_result(None, trial, {"num_evaluations": 1, "objective": values[trial_id]}) == "CONTINUE"
+        decide[trial_id] = sched.on_trial_result(None, trial, {"num_evaluations": 2, "objective": values[trial_id]})
+    assert decide == {"diverged": "STOP", "good": "CONTINUE", "weak": "STOP"}
+    # A diverged trial's last result goes to its rung as NaN, which the cutoffs leave out.
+    sched._trial_info["late"] = sched._brackets[0]
+    controller = SimpleNamespace(_checkpoint_manager=SimpleNamespace(_should_force_sync_up=False))
+    sched.on_trial_complete(controller, SimpleNamespace(trial_id="late"), {"num_evaluations": 2, "objective": math.inf})
+    assert all(math.isnan(v) or math.isfinite(v) for _, rung in sched._brackets[0]._rungs for v in rung.values())
+
+
 def test_the_evaluation_asha_stopped_a_trial_at_reaches_its_curve(tmp_path):
     """Tune gives the result a trial was stopped at to on_trial_complete only: 20 of 36 trials
     of a reviewer's ASHA sweep had no intermediate value at all."""

@@ -14,8 +14,7 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
-from ftplat.ray_internals import (ResumableConcurrencyLimiter, ResumableOptunaSearch, build_finite_objective,
-                                   request_experiment_state_save)
+from ftplat.ray_internals import ResumableConcurrencyLimiter, ResumableOptunaSearch, request_experiment_state_save
 from ftplat.records import FINAL_EVALUATION_KEY
 
 
@@ -117,15 +116,35 @@ class FullLengthASHAScheduler(SavesStateOnTrialEvents, ASHAScheduler):
     Tune checkpoint, which ftplat never makes).
     """
 
-    def __init__(self, *, time_attr: str, max_t: int, **kwargs: Any):
-        super().__init__(time_attr=time_attr, max_t=max_t, **kwargs)
-        self.full_length_attr, self.full_length = time_attr, max_t
+    #: A scheduler unpickled from the Tune state of a sweep started before ``grace`` existed.
+    grace: int = 1
+
+    def __init__(self, *, time_attr: str, max_t: int, grace_period: int = 1, **kwargs: Any):
+        super().__init__(time_attr=time_attr, max_t=max_t, grace_period=grace_period, **kwargs)
+        self.full_length_attr, self.full_length, self.grace = time_attr, max_t, grace_period
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
         if result.get(FINAL_EVALUATION_KEY) or result.get(self.full_length_attr, 0) >= self.full_length:
             return TrialScheduler.CONTINUE
-        # A diverged trial (NaN) is the worst at its rung, not beyond comparison.
-        return super().on_trial_result(tune_controller, trial, build_finite_objective(result, self._metric, self._mode))
+        if is_diverged(result.get(self._metric)):
+            # The worst there is (Ray's ASHA compares NaN with nothing and never stops it): stopped
+            # once past the grace period, and never recorded at a rung. Ray interpolates a rung's
+            # cutoff between its values: one infinite value there made the cutoff infinite, and
+            # no trial after it was cut.
+            return TrialScheduler.STOP if result.get(self.full_length_attr, 0) >= self.grace else TrialScheduler.CONTINUE
+        return super().on_trial_result(tune_controller, trial, result)
+
+    def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
+        # Ray records a trial's last result at its rung here; a diverged one as NaN, which
+        # Ray's cutoffs leave out (an infinite one would make them infinite).
+        if is_diverged(result.get(self._metric)):
+            result = {**result, self._metric: math.nan}
+        super().on_trial_complete(tune_controller, trial, result)
+
+
+def is_diverged(value: Any) -> bool:
+    """Whether an objective is NaN or infinite (a diverged trial, or a metric undefined on it)."""
+    return isinstance(value, (int, float)) and not math.isfinite(value)
 
 
 def build_scheduler(space: SearchSpaceConfig, job: JobConfig) -> TrialScheduler:
