@@ -92,7 +92,7 @@ def build_peft_config(peft_cfg: Any, *, task_type: str | None, model: Any, new_w
     head = {"SEQ_CLS": ["classifier", "score"], "TOKEN_CLS": ["classifier", "score"]}.get(task_type, [])
     extra = build_new_weight_modules(new_weights, [*(peft_cfg.modules_to_save or []), *head])
     # peft saves a copy of each such module; a copy of one holding a tied weight (a language
-    # model head's decoder is the input embeddings) would untie it, and export re-ties it.
+    # model head's decoder is the input embeddings) would untie it.
     tied = build_tied_parameter_names(model)
     kept = [m for m in extra if any(t == m or t.startswith(m + ".") for t in tied)]
     if kept:
@@ -169,7 +169,28 @@ def build_merged_model(base_model: Any, adapter_dir: str) -> Any:
     import peft
 
     with quiet_peft_model_warnings():
-        return peft.PeftModel.from_pretrained(base_model, adapter_dir).merge_and_unload()
+        merged = peft.PeftModel.from_pretrained(base_model, adapter_dir).merge_and_unload()
+    run_untie_shared_parameters(merged)
+    return merged
+
+
+def run_untie_shared_parameters(model: Any) -> None:
+    """Give each parameter ``model`` holds under several names a copy per name, unless its
+    config ties word embeddings (``from_pretrained`` then ties them again). ``save_pretrained``
+    writes a shared tensor under one name, and loading an untied config re-initialises the
+    others: a merged masked-LM whose trained decoder peft had untied lost its trained bias,
+    which it still shared with ``predictions.bias`` in memory."""
+    import torch
+
+    text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    if getattr(text_config, "tie_word_embeddings", False):
+        return
+    seen: set[int] = set()
+    for module_name, module in model.named_modules(remove_duplicate=False):
+        for name, param in list(module.named_parameters(recurse=False)):
+            if id(param) in seen:
+                setattr(module, name, torch.nn.Parameter(param.detach().clone(), requires_grad=param.requires_grad))
+            seen.add(id(param))
 
 
 def read_adapter_base(model_dir: str) -> str:
