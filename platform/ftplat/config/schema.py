@@ -77,7 +77,8 @@ class TaskConfig(StrictModel):
 
 #: Model config fields ftplat sets itself (the task's head), and from where.
 FTPLAT_CONFIG_FIELDS = {"num_labels": "model.num_labels", "id2label": "model.id2label",
-                        "label2id": "model.id2label", "problem_type": "task.type"}
+                        "label2id": "model.id2label", "problem_type": "task.type", "dtype": "model.dtype",
+                        "torch_dtype": "model.dtype"}
 
 
 class ModelConfig(StrictModel):
@@ -96,6 +97,13 @@ class ModelConfig(StrictModel):
     peft: PeftConfig | None = None
     """Train a peft adapter (LoRA, DoRA, IA3) on the frozen model instead of every weight;
     checkpoints then hold the adapter and the head, not the base model."""
+    dtype: Literal["float32", "bfloat16", "auto"] = "float32"
+    """The dtype the weights load and train in. float32: full-precision weights and optimizer
+    state whatever the checkpoint holds, with training.bf16/fp16 as mixed precision, as HF's
+    examples train (a bfloat16 checkpoint trained in its own dtype, transformers 5's default,
+    rounds most small updates away). bfloat16: half the memory of the weights; with model.peft
+    the adapter still trains in float32 and the frozen base can stay bfloat16. auto: the
+    checkpoint's own dtype."""
     trust_remote_code: bool = False
     """Run code shipped with a hub model. Off unless you trust the model's author."""
     config_overrides: dict[str, Any] = {}
@@ -299,6 +307,9 @@ class JobConfig(StrictModel):
                 f"{self.training.metric_for_best_model}: that metric is "
                 f"{'minimised' if natural == 'min' else 'maximised'}; set training.greater_is_better: "
                 f"{str(natural == 'max').lower()}, or leave it out")
+        if self.training.fp16 and self.model.dtype == "bfloat16":
+            raise ValueError("training.fp16 is true with model.dtype bfloat16: float16 mixed precision's gradient "
+                             "scaler refuses bfloat16 weights; set training.bf16: true instead, or model.dtype: float32")
         if self.training.fp16 and not self.resources.use_gpu:
             # Accelerate runs fp16 on CPU as plain float32 without a word; bf16 does run on CPU.
             raise ValueError("training.fp16 is true but resources.use_gpu is false: float16 mixed precision "

@@ -27,6 +27,7 @@ from ftplat.tasks.values import (  # noqa: F401 - the task modules import them f
     UNLABELLED_SPLIT_FIX,
     Examples,
     TaskSettings,
+    build_load_dtype,
     column_list,
     is_missing_value,
 )
@@ -205,7 +206,8 @@ class Task(TaskServing):
         # which weights were re-initialised.
         built, info = auto.from_pretrained(model.name_or_path, trust_remote_code=model.trust_remote_code,
                                            ignore_mismatched_sizes=True, output_loading_info=True,
-                                           **self.build_model_kwargs(model), **model.config_overrides)
+                                           dtype=build_load_dtype(model.dtype), **self.build_model_kwargs(model),
+                                           **model.config_overrides)
         # Randomly initialised here, so a peft adapter must train and save them (adapters.py).
         setattr(built, NEW_WEIGHTS_ATTR, sorted({*info["missing_keys"], *(k[0] for k in info["mismatched_keys"])}))
         if getattr(built.config, "pad_token_id", None) is None and getattr(tokenizer, "pad_token_id", None) is not None:

@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from ftplat.errors import UserError
-from ftplat.tasks.base import column_list
+from ftplat.tasks.base import build_load_dtype, column_list
 from ftplat.tasks.language_model import MODEL_INPUTS, LanguageModelTask, check_text_inputs, group_into_blocks
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,8 @@ class MaskedLM(LanguageModelTask):
         model = job.get("model") or {}
         name = model.get("name_or_path")
         try:
-            base = transformers.AutoModel.from_pretrained(name, trust_remote_code=bool(model.get("trust_remote_code")))
+            base = transformers.AutoModel.from_pretrained(name, trust_remote_code=bool(model.get("trust_remote_code")),
+                                                          dtype=build_load_dtype(model.get("dtype") or "float32"))
         except (OSError, ValueError) as exc:
             logger.warning("The export has no pooler: the base model %r could not be loaded (%s); a classifier "
                            "started from the export begins with a random one", name, str(exc).splitlines()[0])

@@ -99,6 +99,13 @@ class TaskSettings:
     prompt_columns: list[str] | None = None
 
 
+def build_load_dtype(name: str) -> Any:
+    """``from_pretrained``'s ``dtype`` for ``model.dtype`` (``float32``, ``bfloat16``, ``auto``)."""
+    import torch
+
+    return "auto" if name == "auto" else getattr(torch, name)
+
+
 def is_missing_value(value: Any) -> bool:
     """A missing cell: None, or NaN (CSV readers give an empty field as null, or as NaN when
     the whole column is empty; pandas fills absent text pairs with NaN)."""

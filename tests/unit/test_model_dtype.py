@@ -1,0 +1,51 @@
+"""model.dtype: the weights train in float32 whatever dtype the checkpoint was saved in (most
+hub LLMs ship bfloat16, and transformers 5 loads a checkpoint in its own dtype: a full
+fine-tune then ran AdamW on bfloat16 weights, where 70% of a layer's small updates rounded
+away in a reviewer's 8 steps at lr 2e-5); bfloat16 and auto are the user's choice."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from ftplat.config.schema import JobConfig
+from ftplat.train.modeling import build_model
+from tiny_assets import write_tiny_llama
+
+
+@pytest.fixture(scope="module")
+def bf16_llama(tmp_path_factory):
+    root = write_tiny_llama(tmp_path_factory.mktemp("llama"))
+    AutoModelForCausalLM.from_pretrained(root, dtype=torch.float32).to(torch.bfloat16).save_pretrained(root)
+    assert AutoModelForCausalLM.from_pretrained(root).dtype == torch.bfloat16  # transformers' own default
+    return root
+
+
+def job(root, **model) -> JobConfig:
+    return JobConfig.model_validate({"task": {"type": "causal-lm"}, "model": {"name_or_path": str(root), **model}})
+
+
+def dtypes(model, trainable: bool) -> set[torch.dtype]:
+    return {p.dtype for p in model.parameters() if p.requires_grad == trainable}
+
+
+def test_a_bfloat16_checkpoint_trains_in_float32_by_default(bf16_llama):
+    assert dtypes(build_model(job(bf16_llama)), True) == {torch.float32}
+    assert dtypes(build_model(job(bf16_llama, dtype="auto")), True) == {torch.bfloat16}
+    assert dtypes(build_model(job(bf16_llama, dtype="bfloat16")), True) == {torch.bfloat16}
+
+
+def test_an_adapter_on_a_bfloat16_base_trains_in_float32(bf16_llama):
+    model = build_model(job(bf16_llama, dtype="bfloat16", peft={"method": "lora", "r": 4}))
+    assert dtypes(model, True) == {torch.float32} and dtypes(model, False) == {torch.bfloat16}
+
+
+def test_the_dtype_is_set_in_one_place(bf16_llama):
+    with pytest.raises(ValueError, match=r"(?s)model.config_overrides.*dtype is set by ftplat from model.dtype"):
+        job(bf16_llama, config_overrides={"dtype": "bfloat16"})
+    with pytest.raises(ValueError, match=r"training.fp16 is true with model.dtype bfloat16"):
+        JobConfig.model_validate({"model": {"dtype": "bfloat16"}, "training": {"fp16": True},
+                                  "resources": {"use_gpu": True}})
+    with pytest.raises(ValueError, match=r"model.dtype"):
+        job(bf16_llama, dtype="float16")
