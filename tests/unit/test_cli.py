@@ -65,7 +65,25 @@ def test_unwritable_storage(tmp_path, capsys, tiny_model_dir, sentiment_data_dir
 def test_console_script_lists_commands(capsys):
     assert ftplat_main(["--help"]) == 0
     assert "sweep" in capsys.readouterr().out
-    assert ftplat_main(["nope"]) == 2
+    assert ftplat_main([]) == 2 and "usage: ftplat" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, names", [("nope", "'nope' is not an ftplat command; commands: sweep, "),
+                                            ("swep", "'swep' is not an ftplat command; did you mean 'sweep'?")])
+def test_an_unknown_command_is_named_in_one_line(command, names, capsys):
+    """It printed the usage lines without a word of what was wrong."""
+    assert ftplat_main([command, "x"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and names in err, err
+
+
+def test_an_unreachable_hub_is_one_refusal_not_forty_retry_warnings():
+    import logging
+
+    from ftplat.cli.sweep import configure_logging
+
+    configure_logging()
+    assert logging.getLogger("huggingface_hub.utils._http").getEffectiveLevel() == logging.ERROR
 
 
 @pytest.mark.parametrize("argv, names", [

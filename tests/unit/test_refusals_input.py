@@ -98,6 +98,21 @@ CASES = [
                 "training.greater_is_better is false for eval_accuracy: that metric is maximised"),
     config_case("optimizer-choice", ["search.parameters={{training.optim: {{type: choice, values: [adamw_torch, adamw_fake]}}}}"],
                 "parameters.training.optim can take 'adamw_fake'"),
+    # MLflow's own rules, found only after Ray had started (or at registration, after training)
+    config_case("registered-model-name-with-slash", ["tracking.registered_model_name=team/imdb"],
+                "tracking.registered_model_name 'team/imdb': Invalid model name 'team/imdb'. Names cannot contain"),
+    config_case("empty-experiment-name", ["tracking.experiment_name=''"],
+                "tracking.experiment_name '': Invalid experiment name"),
+    config_case("folder-tracking-store", ["tracking.tracking_uri={tmp}/mlruns"],
+                "is a folder store, which MLflow 3 no longer opens; give a database such as 'sqlite:///{tmp}/mlruns.db'"),
+    # the fix, and the override rather than the file
+    config_case("parameter-without-type", ["search.parameters.training.learning_rate={{typ: loguniform, low: 1.0e-5, "
+                                           "high: 1.0e-4}}"],
+                "needs a type key, one of loguniform, uniform, int, choice (type: loguniform); unknown key(s) 'typ'"),
+    config_case("section-typo-in-override", ["--config", "jobs/configs/imdb_cpu.yaml", "trainig.learning_rate=1e-5"],
+                "error: override trainig.learning_rate=1e-5: trainig: unknown key"),
+    config_case("section-rule-of-override", ["--config", "jobs/configs/imdb_cpu.yaml", "data.eval_split=train"],
+                "error: override data.eval_split=train: data: eval_split 'train' is the train split"),
     # data: content, not only the schema
     data_case("csv-texts-all-empty", "{tmp}/csv_all_empty", [], "data.text_column 'text' of split 'train': all 4 texts"),
     data_case("parquet-empty-texts", "{tmp}/parquet_empty", [],
@@ -116,6 +131,8 @@ CASES = [
     data_case("label-out-of-range", "{tmp}/label_3", [], "has label 3 outside 0..1"),
     data_case("label-names-unknown", "{tmp}/label_names", [], "holds labels ['bad', 'good'] that model.id2label"),
     data_case("corrupt-parquet", "{tmp}/corrupt", [], "train.parquet is not a readable parquet file"),
+    data_case("dataset-path-without-dot", "tests/no-such-dataset", [],
+              "data.source 'tests/no-such-dataset' is not a local path and not a dataset the hub gave"),
     # model folders
     model_case("empty-model-dir", "{tmp}/model_empty", "is an empty directory"),
     model_case("tokenizer-only-model", "{tmp}/model_tokenizer_only", "is missing config.json; weights"),
@@ -137,6 +154,7 @@ ALSO = {
     "tokenizer-only-model": ["model.name_or_path", "model.safetensors"],
     "weights-only-model": ["model.name_or_path", "tokenizer.json"],
     "search-space-as-config": ["parameters, objective"],
+    "dataset-path-without-dot": ["tests/ exists here: as a local path, 'tests/no-such-dataset' does not exist"],
 }
 
 

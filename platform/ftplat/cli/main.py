@@ -22,11 +22,19 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"ftplat {__version__}")
         return 0
-    if not argv or argv[0] in {"-h", "--help"} or argv[0] not in COMMANDS:
+    if argv and argv[0] not in COMMANDS and argv[0] not in {"-h", "--help"}:
+        import difflib
+
+        close = difflib.get_close_matches(argv[0], list(COMMANDS), n=1)
+        meant = f"did you mean {close[0]!r}? " if close else ""
+        print(f"error: {argv[0]!r} is not an ftplat command; {meant}commands: {', '.join(COMMANDS)} "
+              "(ftplat --help says what each does)", file=sys.stderr)
+        return 2
+    if not argv or argv[0] in {"-h", "--help"}:
         lines = ["usage: ftplat [--version] COMMAND [args]", "", "commands:"]
         lines += [f"  {name:<12} {help_}" for name, (_, help_) in COMMANDS.items()]
-        print("\n".join(lines), file=sys.stderr if argv and argv[0] not in {"-h", "--help"} else sys.stdout)
-        return 0 if argv and argv[0] in {"-h", "--help"} else 2
+        print("\n".join(lines), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
     import importlib
 
     module = importlib.import_module(COMMANDS[argv[0]][0])

@@ -97,6 +97,10 @@ def configure_logging() -> None:
     package.setLevel(logging.INFO)
     if not any(isinstance(h, ProgressHandler) for h in package.handlers):
         package.addHandler(ProgressHandler())
+    # huggingface_hub warns of each retry of an unreachable hub (twice: its handler and this
+    # one), some 40 lines before the refusal that names the cause; the driver only reads the
+    # hub before the sweep starts.
+    logging.getLogger("huggingface_hub.utils._http").setLevel(logging.ERROR)
     # datasets draws a progress bar on stderr for every file it converts; a user's setting wins.
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 

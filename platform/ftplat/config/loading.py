@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ftplat.config.hf_args import build_training_key_hint
 from ftplat.config.peft_config import check_peft_method_fields
 from ftplat.config.schema import JobConfig, looks_like_local_path
-from ftplat.config.training_config import TrainingConfig
-from ftplat.config.search_space import (SearchSpaceConfig, build_default_parameter_data,
-                                         check_against_job)
-from ftplat.config.yaml_input import (FLOAT_TEXT_RE, apply_overrides, build_literal_override, parse_override_value,
+from ftplat.config.search_space import SearchSpaceConfig, build_default_parameter_data, check_against_job
+from ftplat.config.validation_errors import SEARCH_PREFIX, build_message_source, format_validation_error, validate
+from ftplat.config.yaml_input import (apply_overrides, build_literal_override, parse_override_value,
                                       build_trial_job, read_yaml, set_dotted)
 from ftplat.errors import ConfigError
 from ftplat.tasks import build_task
@@ -23,115 +19,6 @@ from ftplat.zero.config import build_sweep_deepspeed_configs, is_preset
 
 __all__ = ["ConfigError", "apply_overrides", "build_literal_override", "build_sweep_configs", "build_trial_job",
            "load_sweep_configs", "parse_override_value", "read_yaml", "set_dotted", "validate"]
-
-M = TypeVar("M", bound=BaseModel)
-
-#: Prefix that sends a command-line override to the search space instead of the job config.
-SEARCH_PREFIX = "search."
-
-
-def _describe_input(value: Any) -> str:
-    if isinstance(value, str) and FLOAT_TEXT_RE.match(value.strip()):
-        return f"got the string {value!r}: write it as a YAML number such as 1.0e-5 (with a dot)"
-    text = repr(value)
-    return f"got {text if len(text) <= 60 else text[:57] + '...'}"
-
-
-def _quote_hint(value: Any) -> str:
-    """What to write when YAML read a text field's value as a date, number or boolean."""
-    shown = str(value) if isinstance(value, (dt.date, int, float)) and not isinstance(value, bool) else "..."
-    return (f"YAML reads that as {type(value).__name__}: quote the value to keep it text ('{shown}' in a file, "
-            f"\"'{shown}'\" after the = of an override)")
-
-
-#: A dotted field name in a message (``resources.use_gpu``).
-DOTTED_NAME_RE = re.compile(r"\b[a-z_]+(?:\.[a-z_0-9]+)+\b")
-
-
-def build_error_path(err: dict[str, Any]) -> str:
-    """The YAML path of one pydantic error (empty for a rule across sections)."""
-    loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
-    # Discriminated unions put the tag name in the path; it is not a YAML key.
-    return ".".join(p for p in loc if p not in {"loguniform", "uniform", "int", "choice", "fifo", "asha"})
-
-
-def select_blamed_overrides(paths: list[str], overrides: list[str], shown_prefix: str = "") -> list[str]:
-    """The ``key=value`` overrides that set the fields at ``paths``, as the user wrote them
-    (``shown_prefix``: ``search.``). A path of a field (``training.hf_args``) blames an override
-    inside it; one of a whole section (``model``: a rule across its fields) blames none, since
-    the file's fields may be the ones at fault."""
-    blamed = []
-    for path in paths:
-        for override in overrides:
-            key = override.partition("=")[0].strip()
-            inside = "." in path and key.startswith(path + ".")
-            if path and (path == key or path.startswith(key + ".") or inside):
-                blamed.append(shown_prefix + override.strip())
-    return list(dict.fromkeys(blamed))
-
-
-def build_blamed_source(exc: ValidationError, overrides: list[str], source: str, shown_prefix: str = "") -> str:
-    """What an error message names as its input: the overrides that set the fields it is about
-    (a file that holds a valid value is not to blame), else ``source``."""
-    paths = []
-    for err in exc.errors():
-        path = build_error_path(err)
-        # A rule across sections names its fields in the message (training.fp16 ... resources.use_gpu)
-        paths += [path] if path else DOTTED_NAME_RE.findall(err["msg"])
-    blamed = select_blamed_overrides(paths, overrides, shown_prefix)
-    return f"override {', '.join(blamed)}" if blamed else source
-
-
-def build_message_source(message: str, overrides: list[str], source: str, shown_prefix: str = "") -> str:
-    """``build_blamed_source`` for a check that runs after the schema's: its message begins with
-    the path it is about (``search space parameters.<path>:``, ``model.peft.r applies ...``)."""
-    path = message.removeprefix("search space ").split(":", 1)[0].split(" ", 1)[0].removeprefix(SEARCH_PREFIX)
-    blamed = select_blamed_overrides([path], overrides, shown_prefix)[:1]
-    return f"override {blamed[0]}" if blamed else source
-
-
-def build_unknown_key_message(path: str) -> str:
-    """What an unknown key's error says: where a TrainingArguments name lives for
-    ``training.<name>``, else to check the spelling."""
-    section, _, name = path.partition(".")
-    if section == "training" and name and "." not in name:
-        hint = build_training_key_hint(name, own_fields=set(TrainingConfig.model_fields))
-        if hint:
-            return f"unknown key; {hint}"
-    return "unknown key (check the spelling; see the config reference in README.md)"
-
-
-def format_validation_error(exc: ValidationError, *, prefix: str = "") -> str:
-    """One line per problem: ``<yaml.path>: <what is wrong>; <what was given>``."""
-    lines = []
-    for err in exc.errors():
-        loc = build_error_path(err)
-        path = ".".join([prefix, loc] if prefix and loc else [prefix or loc])
-        kind = err["type"]
-        msg = err["msg"].removeprefix("Value error, ")
-        if kind == "extra_forbidden":
-            msg = build_unknown_key_message(path)
-        elif kind in {"float_type", "int_type", "bool_type", "string_type", "literal_error"} or kind.endswith("_parsing"):
-            msg = f"{msg}; {_describe_input(err.get('input'))}"
-            if kind == "string_type" and isinstance(err.get("input"), (dt.date, int, float)):
-                msg = f"{msg}; {_quote_hint(err['input'])}"
-        # A rule across sections (JobConfig's own validators) names its fields in the message.
-        lines.append(f"{path}: {msg}" if path else msg)
-    return "; ".join(lines)
-
-
-def validate(model: type[M], data: Any, *, source: str, prefix: str = "", overrides: list[str] = (),
-             shown_prefix: str = "") -> M:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of keys to values, got {type(data).__name__}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(f"{build_blamed_source(exc, list(overrides), source, shown_prefix)}: "
-                          f"{format_validation_error(exc, prefix=prefix)}") from None
-
 
 def check_misplaced_keys(keys: list[str], *, source: str, own: type[BaseModel], other: type[BaseModel],
                          other_name: str, fix: str) -> None:

@@ -190,6 +190,16 @@ def load_split_files(builder: str, files: list[str], source: Path, split: str) -
         ) from None
 
 
+def build_not_found_message(source: str, named: str, exc: BaseException) -> str:
+    """The refusal of a ``data.source`` that is no local path and that the hub could not give."""
+    first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+    top = Path(source).parts[0] if Path(source).parts else ""
+    meant = (f"; {top}/ exists here: as a local path, {source!r} does not exist" if top and Path(top).is_dir()
+             else "")
+    return (f"data.source {named} is not a local path and not a dataset the hub gave ({type(exc).__name__}: "
+            f"{first[:160]}){meant}; give an existing folder (./data/imdb) or a reachable hub dataset id")
+
+
 def load_raw_splits(cfg: DataConfig, read_columns: dict[str, str], *, required: list[str],
                     optional: list[str] = ()) -> dict[str, datasets.Dataset]:
     """The ``required`` splits and those of ``optional`` the data has, each checked to hold
@@ -207,6 +217,10 @@ def load_raw_splits(cfg: DataConfig, read_columns: dict[str, str], *, required: 
         logger.info("Loading %s from the Hugging Face hub", named)
         try:
             loaded = datasets.load_dataset(cfg.source, cfg.config_name, revision=cfg.revision)
+        except OSError as exc:
+            # Not on the hub, or no hub to ask (datasets raises FileNotFoundError or
+            # ConnectionError): most often a local path without ./ that does not exist here.
+            raise UserError(build_not_found_message(cfg.source, named, exc)) from None
         except ValueError as exc:
             # Raised for a missing or unknown configuration name, with the names it has.
             first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)

@@ -157,12 +157,56 @@ def read_new_local_store(uri: str) -> str | None:
     return None if os.path.exists(path) else path
 
 
+def check_tracking_names(cfg: TrackingConfig) -> None:
+    """The experiment and registered-model names by MLflow's own rules (``UserError`` naming
+    the field): MLflow refused a bad experiment name after Ray had started, and a bad model
+    name at registration, after every trial had trained."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        from mlflow.utils.validation import _validate_experiment_name, _validate_model_name
+    except ImportError:  # MLflow's private helpers: a release without them leaves the names to MLflow
+        return
+    checks = [("tracking.experiment_name", cfg.experiment_name, _validate_experiment_name, "give a non-empty name")]
+    if cfg.registered_model_name is not None:
+        checks.append(("tracking.registered_model_name", cfg.registered_model_name, _validate_model_name,
+                       "give a name without '/' or ':' (team-imdb-sentiment), or null to skip registration"))
+    for field, value, validate, fix in checks:
+        try:
+            validate(value)
+        except MlflowException as exc:
+            raise UserError(f"{field} {value!r}: {exc.message.rstrip('.')}; {fix}") from None
+
+
+def check_new_file_store(uri: str, path: str) -> None:
+    """MLflow 3 refuses to open a folder store (``./mlruns``, ``file:``, a bare path) unless
+    ``MLFLOW_ALLOW_FILE_STORE`` is true; found when the sweep's parent run started, after
+    Ray had started and the sweep folder was written (and a rerun under its name refused)."""
+    from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
+
+    if uri.startswith("sqlite:///") or MLFLOW_ALLOW_FILE_STORE.get():
+        return
+    raise UserError(f"tracking.tracking_uri {redact_text(uri)!r} is a folder store, which MLflow 3 no longer opens; "
+                    f"give a database such as 'sqlite:///{path if path.endswith('.db') else path + '.db'}' "
+                    "(or a tracking server), or set MLFLOW_ALLOW_FILE_STORE=true to use the folder store")
+
+
+def check_tracking_settings(cfg: TrackingConfig) -> str:
+    """What needs no tracking server (the names, a new folder store); the tracking URI."""
+    check_tracking_names(cfg)
+    uri = resolve_tracking_uri(cfg)
+    new = read_new_local_store(uri)
+    if new is not None:
+        check_new_file_store(uri, new)
+    return uri
+
+
 def check_tracking_reachable(cfg: TrackingConfig) -> str:
     """Fail fast (``UserError`` naming the field) when the tracking server cannot be used. A
     local store that does not exist yet is not opened (MLflow would create it, and a sweep
     refused by a later check must leave nothing written): its nearest existing folder must be
     one this process can write in."""
-    uri = resolve_tracking_uri(cfg)
+    uri = check_tracking_settings(cfg)
     new = read_new_local_store(uri)
     if new is not None:
         parent = os.path.dirname(new)

@@ -17,6 +17,7 @@ from ftplat.config.model_files import check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.ray_internals import check_ray_version
+from ftplat.tracking.runs import check_tracking_settings
 from ftplat.tune.preflight import (build_ephemeral_path_warnings, build_largest_trial_job, build_sweep_name,
                                    check_largest_trial_fits, check_sweep_storage, check_trial_fits_this_machine,
                                    select_largest_value)
@@ -167,12 +168,15 @@ def build_storage_estimate(job: JobConfig, space: SearchSpaceConfig, count: Para
 def check_dry_run(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> tuple[str, list[str]]:
     """The pre-flight checks that read only: the Ray release, the scheduler against the job,
     storage (reachable, a free name, or for ``--resume`` the state to restore), and the trial
-    against this machine, and a local model folder. The tracking server is not probed (a local
-    store would be created) and the data is not read (a hub dataset would be downloaded).
+    against this machine, a local model folder, and the tracking names and URI. The tracking
+    server is not probed (a local store would be created) and the data is not read (a hub
+    dataset would be downloaded).
     Returns the sweep path and the warnings."""
     check_ray_version()
     build_scheduler(space, job)
     check_model_dir(job.model)
+    if job.tracking.enabled:
+        check_tracking_settings(job.tracking)
     sweep_path = check_sweep_storage(job, build_sweep_name(job), resume=resume)
     return sweep_path, (build_ephemeral_path_warnings(job, os.getcwd())
                         + check_largest_trial_fits(job, space, check_trial_fits_this_machine))
