@@ -106,6 +106,17 @@ def test_a_dry_run_refuses_bad_input_like_a_sweep(tmp_path, tiny_model_dir, caps
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize("override, names", [
+    ("data.max_length=100000", "data.max_length is 100000, but model.name_or_path"),  # the sweep refused it, not the plan
+    ("tracking.registered_model_name=team/imdb", "Names cannot contain '/' or ':'"),
+])
+def test_a_dry_run_refuses_what_it_can_tell_without_data_or_server(tmp_path, tiny_model_dir, capsys, override, names):
+    rc = main(["--dry-run", "--model", str(tiny_model_dir), "--storage", str(tmp_path / "s"), override])
+    err = capsys.readouterr().err
+    assert rc == 2 and names in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "s").exists()
+
+
 def test_a_dry_run_refuses_a_sweep_name_already_taken(tmp_path, tiny_model_dir, capsys):
     (tmp_path / "s" / "taken").mkdir(parents=True)
     (tmp_path / "s" / "taken" / "sweep_config.json").write_text("{}")

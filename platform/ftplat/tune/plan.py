@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import yaml
 
 from ftplat.config.model_files import check_model_dir
-from ftplat.config.schema import JobConfig
+from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.ray_internals import check_ray_version
 from ftplat.tracking.runs import check_tracking_settings
@@ -167,14 +167,18 @@ def build_storage_estimate(job: JobConfig, space: SearchSpaceConfig, count: Para
 
 def check_dry_run(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> tuple[str, list[str]]:
     """The pre-flight checks that read only: the Ray release, the scheduler against the job,
-    storage (reachable, a free name, or for ``--resume`` the state to restore), and the trial
-    against this machine, a local model folder, and the tracking names and URI. The tracking
-    server is not probed (a local store would be created) and the data is not read (a hub
-    dataset would be downloaded).
-    Returns the sweep path and the warnings."""
+    storage (reachable, a free name, or for ``--resume`` the state to restore), the trial
+    against this machine, a local model folder (and data.max_length against it), and the
+    tracking names and URI. The tracking server is not probed (a local store would be
+    created) and the data is not read (a hub dataset would be downloaded). Returns the sweep
+    path and the warnings."""
     check_ray_version()
     build_scheduler(space, job)
     check_model_dir(job.model)
+    if looks_like_local_path(job.model.name_or_path):  # a hub model would be downloaded
+        from ftplat.data.tokenizer import build_tokenizer, check_max_length_fits
+
+        check_max_length_fits(job.data, job.model, build_tokenizer(job.model))
     if job.tracking.enabled:
         check_tracking_settings(job.tracking)
     sweep_path = check_sweep_storage(job, build_sweep_name(job), resume=resume)
