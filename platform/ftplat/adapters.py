@@ -141,10 +141,41 @@ def run_wrap_peft(model: Any, peft_cfg: Any, *, task_type: str | None, new_weigh
     except ValueError as exc:
         # peft names the target modules it could not find; the fix is the config's.
         raise UserError(f"model.peft: {exc}") from None
+    run_float32_trainable_modules(wrapped)
     trainable, total = count_parameters(wrapped)
     logger.info("peft %s: %d trainable parameters of %d (%.2f%%)", peft_cfg.method, trainable, total,
                 100 * trainable / total)
     return wrapped
+
+
+def run_float32_trainable_modules(model: Any) -> None:
+    """Train in float32 what trains whole beside the adapter on a half-precision base
+    (``model.dtype: bfloat16``): peft casts the adapter's own weights to float32, but the copies
+    of ``modules_to_save`` (the task's head) keep the base's dtype, where AdamW rounds most small
+    updates away. Each module holding such a weight gets it in float32, its floating inputs
+    cast to its weights' dtype and its output back to the base's, so the modules around it run
+    as before."""
+    import torch
+
+    def cast_inputs(module: Any, args: tuple) -> tuple:
+        # The weights' dtype at call time: DeepSpeed's bf16 engine casts the whole model down.
+        dtype = next(module.parameters(recurse=False)).dtype
+        return tuple(a.to(dtype) if torch.is_tensor(a) and a.is_floating_point() else a for a in args)
+
+    for module in model.modules():
+        own = [p for p in module.parameters(recurse=False) if p.requires_grad and p.dtype in (torch.bfloat16,
+                                                                                                torch.float16)]
+        if not own:
+            continue
+        base_dtype = own[0].dtype
+        for param in own:
+            param.data = param.data.float()
+
+        def cast_output(module: Any, args: tuple, output: Any, dtype: Any = base_dtype) -> Any:
+            return output.to(dtype) if torch.is_tensor(output) and output.is_floating_point() else output
+
+        module.register_forward_pre_hook(cast_inputs)
+        module.register_forward_hook(cast_output)
 
 
 def count_parameters(model: Any) -> tuple[int, int]:

@@ -47,6 +47,15 @@ def test_tsv_fields_are_taken_as_written(tmp_path):
                                          {"text": "NA", "label": 1}]}
 
 
+def test_a_file_kept_beside_its_compressed_copy_is_refused(tmp_path):
+    # gzip -k: both read as one split, every row counted twice.
+    (tmp_path / "train.csv").write_text("text,label\na,1\n")
+    with gzip.open(tmp_path / "train.csv.gz", "wt") as f:
+        f.write("text,label\na,1\n")
+    with pytest.raises(ValueError, match=r"holds train.csv both as it is and compressed; keep one of them"):
+        load_raw_splits(DataConfig(source=str(tmp_path)), COLUMNS, required=["train"])
+
+
 def test_a_folder_mixing_csv_and_tsv_is_refused(tmp_path):
     (tmp_path / "train.tsv").write_text("text\tlabel\na\t1\n")
     (tmp_path / "test.csv").write_text("text,label\nb,0\n")

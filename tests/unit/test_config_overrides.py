@@ -38,3 +38,18 @@ def test_an_override_the_config_lacks_is_refused_before_any_work(tmp_path, tiny_
 def test_fields_ftplat_sets_are_refused_naming_where_they_go():
     with pytest.raises(ValidationError, match="num_labels is set by ftplat from model.num_labels"):
         JobConfig.model_validate({"model": {"config_overrides": {"num_labels": 3}}})
+
+
+def test_an_override_inside_a_field_is_not_blamed_for_a_rule_the_file_broke(tmp_path):
+    """The file sets both model.peft and model.trainable_patterns; model.peft.r=16 is valid
+    and not what the rule is about: the file is to blame."""
+    import pytest
+
+    from ftplat.config.loading import load_sweep_configs
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: {peft: {method: lora}, trainable_patterns: [classifier]}\n")
+    with pytest.raises(ValueError, match=r"^.*job.yaml: model: trainable_patterns and peft both choose"):
+        load_sweep_configs(str(job), None, ["model.peft.r=16"])
+    with pytest.raises(ValueError, match=r"^override data.eval_split=train: data: eval_split 'train' is the train"):
+        load_sweep_configs(None, None, ["data.eval_split=train"])

@@ -136,6 +136,13 @@ def test_a_peft_checkpoint_is_sized_by_its_adapter(tiny_model_dir):
     assert adapter["checkpoint_bytes_with_optimizer"] == count.trainable * 12
     assert full["checkpoint_bytes"] == count.total * 4
     assert adapter["sweep_bytes_while_running"] < full["sweep_bytes_while_running"]
+    # bfloat16 weights train and save whole in bfloat16; an adapter and its head in float32.
+    half = job.model.model_copy(update={"dtype": "bfloat16"})
+    full_half = build_storage_estimate(job.model_copy(update={"model": half.model_copy(update={"peft": None})}),
+                                       space, read_parameter_count(job.model_copy(
+                                           update={"model": job.model.model_copy(update={"peft": None})})))
+    assert full_half["checkpoint_bytes_with_optimizer"] == count.total * 6
+    assert build_storage_estimate(job.model_copy(update={"model": half}), space, count) == adapter
 
 
 @pytest.mark.parametrize("limit, best_at_end, epochs, expected", [

@@ -150,6 +150,22 @@ def test_a_diverged_trial_leaves_the_rung_cutoff_to_the_others(order, mode):
     assert all(math.isnan(v) or math.isfinite(v) for _, rung in sched._brackets[0]._rungs for v in rung.values())
 
 
+def test_a_scheduler_pickled_before_it_kept_its_grace_period_reads_it_from_its_rungs():
+    import pickle
+    from types import SimpleNamespace
+
+    from ftplat.tune.spaces import FullLengthASHAScheduler
+
+    sched = FullLengthASHAScheduler(time_attr="num_evaluations", max_t=12, grace_period=3, reduction_factor=2)
+    del sched.__dict__["grace"]  # as the Tune state of a sweep started with an older ftplat holds it
+    sched = pickle.loads(pickle.dumps(sched))
+    sched.set_search_properties("objective", "max")
+    sched._trial_info["t"] = sched._brackets[0]
+    decide = [sched.on_trial_result(None, SimpleNamespace(trial_id="t"), {"num_evaluations": n, "objective": float("nan")})
+              for n in (1, 2, 3)]
+    assert sched.read_grace_period() == 3 and decide == ["CONTINUE", "CONTINUE", "STOP"]
+
+
 def test_the_evaluation_asha_stopped_a_trial_at_reaches_its_curve(tmp_path):
     """Tune gives the result a trial was stopped at to on_trial_complete only: 20 of 36 trials
     of a reviewer's ASHA sweep had no intermediate value at all."""

@@ -52,14 +52,17 @@ def select_blamed_overrides(paths: list[str], overrides: list[str], shown_prefix
     """The ``key=value`` overrides that set the fields at ``paths``, as the user wrote them
     (``shown_prefix``: ``search.``). A path of a field (``training.hf_args``), or one in
     ``whole`` (an unknown key: nothing in the file is at fault), blames an override inside it.
-    One of a whole section (``data``: a rule across its fields) blames an override of a field
-    the ``message`` names (``eval_split``), else none: the file's fields may be at fault."""
+    One of a whole section (``data``: a rule across its fields) blames an override that sets a
+    field of the section the ``message`` names (``data.eval_split``), else none: the file's
+    fields may be at fault."""
     blamed = []
     for path in paths:
         for override in overrides:
             key = override.partition("=")[0].strip()
             inside = ("." in path or path in whole) and key.startswith(path + ".")
-            named = ("." not in path and key.startswith(path + ".")
+            # Only an override of one of the section's own fields (data.eval_split), not of a
+            # field inside one (model.peft.r for a rule about peft against trainable_patterns).
+            named = ("." not in path and key.startswith(path + ".") and key.count(".") == 1
                      and re.search(rf"\b{re.escape(key.split('.')[1])}\b", message) is not None)
             if path and (path == key or path.startswith(key + ".") or inside or named):
                 blamed.append(shown_prefix + override.strip())

@@ -135,6 +135,13 @@ def load_local_splits(path: Path, cfg: DataConfig, required: list[str],
         )
     if len(builders) > 1:
         raise UserError(f"data.source {str(path)!r}: mixes file formats {sorted(builders)}; keep one")
+    for files in files_by_split.values():
+        uncompressed = [f.rsplit(".", 1)[0] if f.lower().endswith(_COMPRESSIONS) else f for f in files]
+        twice = sorted({Path(f).name for f in uncompressed if uncompressed.count(f) > 1})
+        if twice:
+            # gzip -k leaves both: read as one split, every row would count twice (and a
+            # hold-out of train would score rows the trials trained on).
+            raise UserError(f"data.source {str(path)!r} holds {twice[0]} both as it is and compressed; keep one of them")
     missing = [s for s in required if s not in files_by_split]
     if missing:
         raise UserError(

@@ -147,9 +147,11 @@ def run_probe(uri: str) -> None:
 def read_new_local_store(uri: str) -> str | None:
     """The file or folder of a local tracking store (``sqlite:///``, ``file:``, a bare path)
     that does not exist yet, else None."""
+    from mlflow.utils.uri import is_local_uri
+
     if uri.startswith("sqlite:///"):
         path = uri[len("sqlite:///"):].split("?", 1)[0]
-    elif uri.startswith("file:") or "://" not in uri:
+    elif uri.startswith("file:") or ("://" not in uri and is_local_uri(uri)):  # not "databricks"
         path = uri[len("file://"):] if uri.startswith("file://") else uri.removeprefix("file:")
     else:
         return None

@@ -147,8 +147,11 @@ def build_storage_estimate(job: JobConfig, space: SearchSpaceConfig, count: Para
         return {"unknown": count.unknown or "the parameter count is unknown"}
     # A peft checkpoint holds the adapter (and the head), not the frozen base model.
     saved = count.trainable if job.model.peft is not None else count.total
-    weights = saved * WEIGHT_BYTES
-    optimizer = count.trainable * OPTIMIZER_BYTES
+    # A whole model trained in bfloat16 saves it and its AdamW moments in bfloat16; an adapter
+    # and its head train in float32 whatever the base's dtype ("auto" is taken as float32).
+    half = 2 if job.model.dtype == "bfloat16" and job.model.peft is None else 1
+    weights = saved * WEIGHT_BYTES // half
+    optimizer = count.trainable * OPTIMIZER_BYTES // half
     # Completed trials' checkpoints lose their optimizer state (checkpoints/strip.py), except
     # DeepSpeed's, whose shards can hold the only full copy of the weights.
     kept_optimizer = optimizer if job.retention.keep_optimizer_state or job.training.deepspeed else 0

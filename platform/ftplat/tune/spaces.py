@@ -87,6 +87,16 @@ class SavesStateOnTrialEvents:
         super().on_trial_add(tune_controller, trial)
         request_experiment_state_save(tune_controller)
 
+    def read_grace_period(self) -> int:
+        """``grace_period``; a scheduler unpickled from the state of a sweep started before it
+        was kept has it only as the first milestone of Ray's bracket (its lowest rung)."""
+        if "grace" in self.__dict__:
+            return self.grace
+        try:  # Ray's private bookkeeping, read only for such an old state
+            return int(min(milestone for milestone, _ in self._brackets[0]._rungs))
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return 1
+
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         super().on_trial_complete(tune_controller, trial, result)
         request_experiment_state_save(tune_controller)
@@ -116,9 +126,6 @@ class FullLengthASHAScheduler(SavesStateOnTrialEvents, ASHAScheduler):
     Tune checkpoint, which ftplat never makes).
     """
 
-    #: A scheduler unpickled from the Tune state of a sweep started before ``grace`` existed.
-    grace: int = 1
-
     def __init__(self, *, time_attr: str, max_t: int, grace_period: int = 1, **kwargs: Any):
         super().__init__(time_attr=time_attr, max_t=max_t, grace_period=grace_period, **kwargs)
         self.full_length_attr, self.full_length, self.grace = time_attr, max_t, grace_period
@@ -131,8 +138,19 @@ class FullLengthASHAScheduler(SavesStateOnTrialEvents, ASHAScheduler):
             # once past the grace period, and never recorded at a rung. Ray interpolates a rung's
             # cutoff between its values: one infinite value there made the cutoff infinite, and
             # no trial after it was cut.
-            return TrialScheduler.STOP if result.get(self.full_length_attr, 0) >= self.grace else TrialScheduler.CONTINUE
+            past_grace = result.get(self.full_length_attr, 0) >= self.read_grace_period()
+            return TrialScheduler.STOP if past_grace else TrialScheduler.CONTINUE
         return super().on_trial_result(tune_controller, trial, result)
+
+    def read_grace_period(self) -> int:
+        """``grace_period``; a scheduler unpickled from the state of a sweep started before it
+        was kept has it only as the first milestone of Ray's bracket (its lowest rung)."""
+        if "grace" in self.__dict__:
+            return self.grace
+        try:  # Ray's private bookkeeping, read only for such an old state
+            return int(min(milestone for milestone, _ in self._brackets[0]._rungs))
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return 1
 
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         # Ray records a trial's last result at its rung here; a diverged one as NaN, which
