@@ -71,3 +71,14 @@ def test_the_head_trained_beside_an_adapter_on_a_bfloat16_base_trains_in_float32
         optimizer.zero_grad()
     assert out.logits.dtype == torch.bfloat16  # the modules after the head see the base's dtype
     assert (head.detach() != before).float().mean() > 0.99
+
+
+def test_half_precision_whole_model_training_is_warned_about(bf16_llama, tmp_path):
+    from ftplat.config.model_files import build_dtype_warnings
+
+    def warned(**model) -> bool:
+        return bool(build_dtype_warnings(job(model.pop("root", bf16_llama), **model).model))
+
+    assert warned(dtype="bfloat16") and warned(dtype="auto")  # the checkpoint's own bfloat16
+    assert not warned(dtype="float32") and not warned(dtype="bfloat16", peft={"method": "lora", "r": 4})
+    assert not warned(root=write_tiny_llama(tmp_path / "fp32"), dtype="auto")

@@ -17,9 +17,12 @@ def test_remote_stores_are_not_local_folders(uri):
     assert check_tracking_settings(TrackingConfig(tracking_uri=uri)) == uri
 
 
+@pytest.mark.parametrize("existing", [False, True])
 @pytest.mark.parametrize("given", ["mlruns", "file:{tmp}/mlruns", "{tmp}/mlflow.db"])
-def test_a_new_folder_store_is_refused_and_left_unmade(tmp_path, monkeypatch, given):
+def test_a_folder_store_is_refused_and_left_unmade(tmp_path, monkeypatch, given, existing):
     monkeypatch.chdir(tmp_path)
+    if existing:  # MLflow 3 refuses one that holds runs as well
+        (tmp_path / given.format(tmp=tmp_path).removeprefix("file:")).mkdir()
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     uri = given.format(tmp=tmp_path)
     with pytest.raises(UserError, match=r"is a folder store, which MLflow 3 no longer opens; give a database such as "
@@ -27,7 +30,7 @@ def test_a_new_folder_store_is_refused_and_left_unmade(tmp_path, monkeypatch, gi
         check_tracking_settings(TrackingConfig(tracking_uri=uri))
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     assert check_tracking_settings(TrackingConfig(tracking_uri=uri)) == uri
-    assert list(tmp_path.iterdir()) == []
+    assert len(list(tmp_path.iterdir())) == int(existing)
 
 
 def test_a_new_sqlite_store_passes_unmade(tmp_path):

@@ -48,7 +48,8 @@ def build_parser(prog: str = "ftplat sweep") -> argparse.ArgumentParser:
     p.add_argument("--name", help="shorthand for storage.sweep_name=...")
     p.add_argument("--resume", action="store_true", help="continue the sweep named by --name")
     p.add_argument("--dry-run", action="store_true",
-                   help="check the configs, storage and this machine, print the plan (configs, trials, "
+                   help="check the configs, a local model folder, the MLflow names, storage and this machine, "
+                        "print the plan (configs, trials, "
                         "resources, storage estimate) and exit; starts no Ray and writes nothing")
     p.add_argument("overrides", nargs="*", metavar="key=value",
                    help="set a config field (see below); before, between or after the options")

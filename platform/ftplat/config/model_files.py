@@ -81,3 +81,21 @@ def check_config_overrides(cfg: ModelConfig, folder: Path) -> None:
         known = sorted(k for k in config.to_dict() if not k.startswith("_"))
         raise UserError(f"model.config_overrides {unknown} are not fields of {type(config).__name__} "
                         f"(model.name_or_path {cfg.name_or_path!r}); its fields: {', '.join(known[:40])}")
+
+
+def build_dtype_warnings(cfg: ModelConfig) -> list[str]:
+    """A warning when every weight would train in half precision: ``model.dtype: bfloat16``
+    without ``model.peft``, or ``auto`` on a local half-precision checkpoint (a hub one is not
+    read here). AdamW on bfloat16 weights rounds most small updates away."""
+    dtype = cfg.dtype
+    if cfg.dtype == "auto" and looks_like_local_path(cfg.name_or_path):
+        try:
+            saved = json.loads((Path(cfg.name_or_path).expanduser() / "config.json").read_text())
+        except (OSError, ValueError):
+            saved = {}
+        dtype = str(saved.get("dtype") or saved.get("torch_dtype") or "auto") if isinstance(saved, dict) else "auto"
+    if cfg.peft is not None or dtype not in ("bfloat16", "float16"):
+        return []
+    return [f"model.dtype {cfg.dtype}: the whole model and its optimizer state train in {dtype}, where most small "
+            "updates round away (why float32 is the default); use it with model.peft (the adapter and head train in "
+            "float32 on the half-precision base), or set model.dtype: float32"]

@@ -101,9 +101,9 @@ class ModelConfig(StrictModel):
     """The dtype the weights load and train in. float32: full-precision weights and optimizer
     state whatever the checkpoint holds, with training.bf16/fp16 as mixed precision, as HF's
     examples train (a bfloat16 checkpoint trained in its own dtype, transformers 5's default,
-    rounds most small updates away). bfloat16: half the memory of the weights; with model.peft
-    the adapter still trains in float32 and the frozen base can stay bfloat16. auto: the
-    checkpoint's own dtype."""
+    rounds most small updates away). bfloat16: for model.peft, a frozen bfloat16 base (half
+    its memory) under an adapter and head that train in float32; without peft every weight
+    trains in bfloat16 and loses most small updates (warned). auto: the checkpoint's own dtype."""
     trust_remote_code: bool = False
     """Run code shipped with a hub model. Off unless you trust the model's author."""
     config_overrides: dict[str, Any] = {}
@@ -246,8 +246,9 @@ class TrackingConfig(StrictModel):
     """Track the sweep in MLflow."""
     tracking_uri: str | None = None
     """MLflow tracking URI; default ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<cwd>/mlflow.db``
-    (absolute, because Ray workers run in other directories). Use an ``http://`` server when
-    the cluster has more than one node."""
+    (absolute, because Ray workers run in other directories). Every call goes through the sweep
+    driver's node, so sqlite serves any cluster; use an ``http://`` server when that node goes
+    away with the cluster (a KubeRay RayJob, ``ray down``)."""
     experiment_name: str = "ftplat"
     """MLflow experiment that holds the sweep's runs."""
     registered_model_name: str | None = "ftplat-imdb-sentiment"

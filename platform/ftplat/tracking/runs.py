@@ -144,9 +144,9 @@ def run_probe(uri: str) -> None:
         build_client(uri).search_experiments(max_results=1)
 
 
-def read_new_local_store(uri: str) -> str | None:
-    """The file or folder of a local tracking store (``sqlite:///``, ``file:``, a bare path)
-    that does not exist yet, else None."""
+def read_local_store(uri: str) -> str | None:
+    """The absolute file or folder of a local tracking store (``sqlite:///``, ``file:``, a bare
+    path), existing or not; None for a server (``http://``, ``databricks``)."""
     from mlflow.utils.uri import is_local_uri
 
     if uri.startswith("sqlite:///"):
@@ -155,8 +155,13 @@ def read_new_local_store(uri: str) -> str | None:
         path = uri[len("file://"):] if uri.startswith("file://") else uri.removeprefix("file:")
     else:
         return None
-    path = os.path.abspath(os.path.expanduser(path))
-    return None if os.path.exists(path) else path
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def read_new_local_store(uri: str) -> str | None:
+    """The file or folder of a local tracking store that does not exist yet, else None."""
+    path = read_local_store(uri)
+    return None if path is None or os.path.exists(path) else path
 
 
 def check_tracking_names(cfg: TrackingConfig) -> None:
@@ -180,7 +185,7 @@ def check_tracking_names(cfg: TrackingConfig) -> None:
             raise UserError(f"{field} {value!r}: {exc.message.rstrip('.')}; {fix}") from None
 
 
-def check_new_file_store(uri: str, path: str) -> None:
+def check_file_store(uri: str, path: str) -> None:
     """MLflow 3 refuses to open a folder store (``./mlruns``, ``file:``, a bare path) unless
     ``MLFLOW_ALLOW_FILE_STORE`` is true; found when the sweep's parent run started, after
     Ray had started and the sweep folder was written (and a rerun under its name refused)."""
@@ -190,16 +195,17 @@ def check_new_file_store(uri: str, path: str) -> None:
         return
     raise UserError(f"tracking.tracking_uri {redact_text(uri)!r} is a folder store, which MLflow 3 no longer opens; "
                     f"give a database such as 'sqlite:///{path if path.endswith('.db') else path + '.db'}' "
-                    "(or a tracking server), or set MLFLOW_ALLOW_FILE_STORE=true to use the folder store")
+                    "(or a tracking server; `mlflow migrate-filestore` moves an existing store's runs), or set "
+                    "MLFLOW_ALLOW_FILE_STORE=true to use the folder store")
 
 
 def check_tracking_settings(cfg: TrackingConfig) -> str:
-    """What needs no tracking server (the names, a new folder store); the tracking URI."""
+    """What needs no tracking server (the names, a folder store); the tracking URI."""
     check_tracking_names(cfg)
     uri = resolve_tracking_uri(cfg)
-    new = read_new_local_store(uri)
-    if new is not None:
-        check_new_file_store(uri, new)
+    local = read_local_store(uri)
+    if local is not None:
+        check_file_store(uri, local)
     return uri
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import yaml
 
-from ftplat.config.model_files import check_model_dir
+from ftplat.config.model_files import build_dtype_warnings, check_model_dir
 from ftplat.config.schema import JobConfig, looks_like_local_path
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.ray_internals import check_ray_version
@@ -186,7 +186,8 @@ def check_dry_run(job: JobConfig, space: SearchSpaceConfig, *, resume: bool) -> 
         check_tracking_settings(job.tracking)
     sweep_path = check_sweep_storage(job, build_sweep_name(job), resume=resume)
     return sweep_path, (build_ephemeral_path_warnings(job, os.getcwd())
-                        + check_largest_trial_fits(job, space, check_trial_fits_this_machine))
+                        + check_largest_trial_fits(job, space, check_trial_fits_this_machine)
+                        + build_dtype_warnings(job.model))
 
 
 def build_scheduler_text(job: JobConfig, space: SearchSpaceConfig) -> str:

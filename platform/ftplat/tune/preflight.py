@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ftplat.config.model_files import check_model_dir
+from ftplat.config.model_files import build_dtype_warnings, check_model_dir
 from ftplat.config.schema import JobConfig
 from ftplat.config.search_space import SearchSpaceConfig
 from ftplat.errors import UserError
@@ -236,7 +236,7 @@ def check_sweep_preflight(job: JobConfig, space: SearchSpaceConfig, *, resume: b
     if resume:
         job, space, differ = build_resumed_configs(job, space, sweep_path)
         warnings += differ
-    warnings += check_largest_trial_fits(job, space, check_trial_fits_this_machine)
+    warnings += check_largest_trial_fits(job, space, check_trial_fits_this_machine) + build_dtype_warnings(job.model)
     if job.tracking.enabled:
         check_tracking_reachable(job.tracking)
     deepspeed_configs = build_sweep_deepspeed_configs(job, space.parameters)
