@@ -172,6 +172,19 @@ def adapter_checkpoint(tiny_model_dir, tmp_path_factory):
     return root, peft_job(tiny_model_dir), model
 
 
+def save_as_trained(model, tokenizer, ckpt: Path) -> Path:
+    """Move every trainable weight (a fresh adapter's update is zero, which would hide a merge
+    that drops it), save the model and tokenizer as a checkpoint, and put the model in eval mode."""
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.requires_grad:
+                param.add_(torch.randn_like(param) * 0.5)
+    model.save_pretrained(ckpt)
+    tokenizer.save_pretrained(ckpt)
+    model.eval()
+    return ckpt
+
+
 def predict_logits(model, model_dir) -> torch.Tensor:
     from transformers import AutoTokenizer
 
@@ -277,14 +290,7 @@ def test_weights_the_base_checkpoint_lacks_train_and_travel_with_the_adapter(tin
     assert "pooler.dense" in caplog.text
     pooler = {n: p.requires_grad for n, p in model.named_parameters() if "pooler" in n and "original_module" not in n}
     assert pooler and all(pooler.values())  # peft's trained copy (modules_to_save)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.requires_grad:
-                param.add_(torch.randn_like(param) * 0.5)
-    ckpt = tmp_path / "checkpoint-4"
-    model.save_pretrained(ckpt)
-    tokenizer.save_pretrained(ckpt)
-    model.eval()
+    ckpt = save_as_trained(model, tokenizer, tmp_path / "checkpoint-4")
     torch.manual_seed(1234)  # the base is loaded again with other random draws, as export does
     run_write_model_dir(str(ckpt), str(tmp_path / "merged"), job)
     merged = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged").eval()
@@ -317,14 +323,7 @@ def test_a_trained_masked_lm_head_survives_the_merged_export(tmp_path):
            "task": {"type": "masked-lm"}}
     torch.manual_seed(0)
     model = build_model(JobConfig.model_validate(job))
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.requires_grad:
-                param.add_(torch.randn_like(param) * 0.5)
-    ckpt = tmp_path / "checkpoint-4"
-    model.save_pretrained(ckpt)
-    AutoTokenizer.from_pretrained(base).save_pretrained(ckpt)
-    model.eval()
+    ckpt = save_as_trained(model, AutoTokenizer.from_pretrained(base), tmp_path / "checkpoint-4")
     run_write_model_dir(str(ckpt), str(tmp_path / "merged"), job)
     merged = AutoModelForMaskedLM.from_pretrained(tmp_path / "merged").eval()
     assert torch.allclose(predict_logits(merged, ckpt), predict_logits(model, ckpt), atol=1e-4)

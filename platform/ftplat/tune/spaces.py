@@ -87,16 +87,6 @@ class SavesStateOnTrialEvents:
         super().on_trial_add(tune_controller, trial)
         request_experiment_state_save(tune_controller)
 
-    def read_grace_period(self) -> int:
-        """``grace_period``; a scheduler unpickled from the state of a sweep started before it
-        was kept has it only as the first milestone of Ray's bracket (its lowest rung)."""
-        if "grace" in self.__dict__:
-            return self.grace
-        try:  # Ray's private bookkeeping, read only for such an old state
-            return int(min(milestone for milestone, _ in self._brackets[0]._rungs))
-        except (AttributeError, IndexError, TypeError, ValueError):
-            return 1
-
     def on_trial_complete(self, tune_controller: Any, trial: Any, result: dict) -> None:
         super().on_trial_complete(tune_controller, trial, result)
         request_experiment_state_save(tune_controller)
